@@ -1,0 +1,30 @@
+"""fpsim: an educational simulator of low-precision floating point (fp16, bf16, fp8, ...).
+
+Formats are data (``fpsim.Format``), rounding is exact in every mode (``fpsim.round``, checked
+against the pure-Python specification ``fpsim.round_scalar``), and the compute core is a set of
+numba kernels.
+"""
+
+from fpsim.catalog import (
+    BF16,
+    CATALOG,
+    E2M1FN,
+    E2M3FN,
+    E3M2FN,
+    E3M4,
+    E4M3,
+    E4M3B11FNUZ,
+    E4M3FN,
+    E4M3FNUZ,
+    E5M2,
+    E5M2FNUZ,
+    FP16,
+    FP32,
+    TF32,
+    get_format,
+    known_names,
+)
+from fpsim.formats import Format
+from fpsim.monitor import monitor
+from fpsim.quantize import round  # noqa: A001  (numpy-style name: fpsim.round)
+from fpsim.rounding import MODE_NAMES, RoundingMode, get_mode, round_scalar

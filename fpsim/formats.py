@@ -1,0 +1,199 @@
+"""Float formats as data: a frozen dataclass plus numpy.finfo-style derived properties.
+
+A format with ``exponent_bits`` E and ``mantissa_bits`` M stores a code ``S|E..E|M..M``.
+Exponent field ``e`` in 1..(top) holds normals ``(-1)^S * 2^(e - bias) * (1 + m / 2^M)``;
+field 0 holds zero and the subnormals ``(-1)^S * 2^(1 - bias) * (m / 2^M)``.
+What the all-ones exponent field means depends on ``nan``:
+
+- ``"ieee"``: it is reserved: mantissa 0 is +-inf, any other mantissa is NaN (fp16, bf16, e5m2).
+- ``"fn"``: it holds numbers, except ``S.1..1.1..1`` which is NaN; no inf (OCP e4m3fn).
+- ``"fnuz"``: every code is a number except ``1.0..0.0..0`` (the -0 code), the single NaN; no -0.
+- ``"none"``: every code is a number; no NaN and no inf (e2m1fn and the other MX element types).
+
+``overflow`` says what a finite value too large for the format becomes under the
+round-to-nearest modes: ``"inf"`` (needs ``inf=True``), ``"nan"`` or ``"saturate"`` (clamp to
++-max). Left as ``None`` it is derived: inf if the format has inf, else NaN if it has NaN,
+else saturate (this reproduces ml_dtypes' conversions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+NAN_KINDS = ("ieee", "fn", "fnuz", "none")
+OVERFLOW_KINDS = ("inf", "saturate", "nan")
+
+# Every format's values must be exactly representable in the float32 carrier.
+_CARRIER_EMAX = 127
+_CARRIER_MIN_QUANTUM = -149  # log2 of float32's smallest subnormal
+
+
+def _check_int(name: str, value: object, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary floating-point format whose values fit the float32 carrier.
+
+    >>> fp16 = Format("fp16", 5, 10)
+    >>> fp16.max, fp16.smallest_normal, fp16.smallest_subnormal, fp16.eps
+    (65504.0, 6.103515625e-05, 5.960464477539063e-08, 0.0009765625)
+    """
+
+    name: str
+    exponent_bits: int
+    mantissa_bits: int
+    bias: int | None = field(default=None, kw_only=True)
+    subnormals: bool = field(default=True, kw_only=True)
+    inf: bool = field(default=True, kw_only=True)
+    nan: str = field(default="ieee", kw_only=True)
+    overflow: str | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+        _check_int("exponent_bits", self.exponent_bits, 1, 8)
+        _check_int("mantissa_bits", self.mantissa_bits, 0, 23)
+        if self.bias is None:
+            object.__setattr__(self, "bias", 2 ** (self.exponent_bits - 1) - 1)
+        _check_int("bias", self.bias, -(2**10), 2**10)
+        if self.nan not in NAN_KINDS:
+            raise ValueError(f"nan must be one of {NAN_KINDS}, got {self.nan!r}")
+        if not isinstance(self.inf, bool) or not isinstance(self.subnormals, bool):
+            raise ValueError("inf and subnormals must be True or False")
+        if self.inf != (self.nan == "ieee"):
+            raise ValueError(
+                "inf=True goes with nan='ieee' (the all-ones exponent holds inf and NaN); "
+                f"formats with nan in ('fn', 'fnuz', 'none') have no inf; got inf={self.inf}, "
+                f"nan={self.nan!r}"
+            )
+        if self.overflow is None:
+            derived = "inf" if self.inf else ("nan" if self.nan != "none" else "saturate")
+            object.__setattr__(self, "overflow", derived)
+        if self.overflow not in OVERFLOW_KINDS:
+            raise ValueError(f"overflow must be one of {OVERFLOW_KINDS}, got {self.overflow!r}")
+        if self.overflow == "inf" and not self.inf:
+            raise ValueError(f"overflow='inf' needs a format with inf; {self.name} has none")
+        if self.overflow == "nan" and self.nan == "none":
+            raise ValueError(f"overflow='nan' needs a format with NaN; {self.name} has none")
+        if self.max_exponent_field < 1:
+            raise ValueError(
+                f"{self.name}: {self.exponent_bits} exponent bit(s) with nan={self.nan!r} "
+                "leave no normal numbers; use more exponent bits"
+            )
+        if self.emax > _CARRIER_EMAX:
+            raise ValueError(
+                f"{self.name}: largest exponent {self.emax} exceeds float32's {_CARRIER_EMAX}; "
+                "raise the bias or use fewer exponent bits"
+            )
+        if self.emin - self.mantissa_bits < _CARRIER_MIN_QUANTUM:
+            raise ValueError(
+                f"{self.name}: smallest value 2^{self.emin - self.mantissa_bits} is below "
+                f"float32's 2^{_CARRIER_MIN_QUANTUM}; lower the bias or use fewer bits"
+            )
+
+    # --- code layout -----------------------------------------------------------------
+    @property
+    def bits(self) -> int:
+        """Total width of a code: sign + exponent + mantissa."""
+        return 1 + self.exponent_bits + self.mantissa_bits
+
+    @property
+    def nexp(self) -> int:
+        return self.exponent_bits
+
+    @property
+    def nmant(self) -> int:
+        return self.mantissa_bits
+
+    @property
+    def precision(self) -> int:
+        """Significand bits including the hidden bit (p = M + 1)."""
+        return self.mantissa_bits + 1
+
+    @property
+    def max_exponent_field(self) -> int:
+        """Largest exponent field that holds finite numbers."""
+        top = 2**self.exponent_bits - 1
+        if self.nan == "ieee" or (self.nan == "fn" and self.mantissa_bits == 0):
+            return top - 1
+        return top
+
+    @property
+    def max_mantissa_field(self) -> int:
+        """Mantissa field of the largest finite value."""
+        full = 2**self.mantissa_bits - 1
+        if self.nan == "fn" and self.mantissa_bits > 0:
+            return full - 1  # S.1111.111 is NaN, so max is S.1111.110
+        return full
+
+    # --- finfo-style values --------------------------------------------------------------
+    @property
+    def emax(self) -> int:
+        """Unbiased exponent of the largest finite value."""
+        return self.max_exponent_field - self.bias
+
+    @property
+    def emin(self) -> int:
+        """Unbiased exponent of the smallest normal value."""
+        return 1 - self.bias
+
+    @property
+    def maxexp(self) -> int:
+        """Smallest power of two that overflows (numpy.finfo.maxexp)."""
+        return self.emax + 1
+
+    @property
+    def minexp(self) -> int:
+        return self.emin
+
+    @property
+    def max_exact(self) -> Fraction:
+        m = self.mantissa_bits
+        return Fraction(2**m + self.max_mantissa_field, 2**m) * Fraction(2) ** self.emax
+
+    @property
+    def max(self) -> float:
+        return float(self.max_exact)
+
+    @property
+    def min(self) -> float:
+        return -self.max
+
+    @property
+    def smallest_normal(self) -> float:
+        return 2.0**self.emin
+
+    @property
+    def smallest_subnormal(self) -> float:
+        """Smallest positive value: 2^(emin - M), or smallest_normal when subnormals are off."""
+        if not self.subnormals:
+            return self.smallest_normal
+        return 2.0 ** (self.emin - self.mantissa_bits)
+
+    @property
+    def eps(self) -> float:
+        """Distance from 1.0 to the next larger value: 2^-M."""
+        return 2.0**-self.mantissa_bits
+
+    @property
+    def has_negative_zero(self) -> bool:
+        return self.nan != "fnuz"
+
+    @property
+    def has_nan(self) -> bool:
+        return self.nan != "none"
+
+    def replace(self, **changes: object) -> Format:
+        """A copy with some fields changed (dataclasses.replace), validated again."""
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+    def __str__(self) -> str:
+        return self.name

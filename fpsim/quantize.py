@@ -1,0 +1,147 @@
+"""The public array API for rounding: ``fpsim.round``. Validates, picks the carrier, dispatches.
+
+The carrier is the input's own dtype: float32 stays float32 and float64 stays float64 (rounded
+once from its own 53-bit value, so there is no double rounding through float32); any other
+numeric input is converted to float64 first. The work is done by the numba kernels in
+``fpsim._kernels`` on the integer view of the carrier.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpsim import _kernels, monitor
+from fpsim.catalog import get_format
+from fpsim.formats import OVERFLOW_KINDS, Format
+from fpsim.rounding import RoundingMode, get_mode, resolve_overflow
+
+_MODE_CODES = {m: i for i, m in enumerate(RoundingMode)}
+_OVERFLOW_CODES = {name: i for i, name in enumerate(OVERFLOW_KINDS)}
+_INT_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+_FLOAT32_EMIN = -126
+
+
+def as_float_array(x: object, name: str = "x") -> np.ndarray:
+    """x as a float32 or float64 array (other numeric input becomes float64), or a TypeError."""
+    arr = np.asarray(x)
+    if arr.dtype == np.float32 or arr.dtype == np.float64:
+        return arr
+    if arr.dtype.kind in "biuf" or arr.dtype.name in _ML_DTYPE_NAMES:
+        return arr.astype(np.float64)
+    raise TypeError(
+        f"{name} must be numeric (float, int or bool values), got an array of dtype {arr.dtype}"
+    )
+
+
+_ML_DTYPE_NAMES = {
+    "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4", "float8_e4m3fnuz",
+    "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+}
+
+
+def _seed(rng: object) -> int:
+    """A 64-bit seed for the stochastic kernel from None, an int seed or a numpy Generator."""
+    if isinstance(rng, np.random.Generator):
+        gen = rng
+    elif rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
+        gen = np.random.default_rng(rng)
+    else:
+        raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {rng!r}")
+    return int(gen.integers(0, 2**63, dtype=np.int64))
+
+
+def _bits_of(value: float, dtype: np.dtype) -> int:
+    return int(np.array(value, dtype=dtype).view(_INT_VIEW[dtype]))
+
+
+def format_constants(
+    fmt: Format, dtype: np.dtype, subnormals: bool, policy: str
+) -> tuple[int, ...]:
+    """The kernel's format tuple for a carrier dtype (see fpsim._kernels)."""
+    return (
+        fmt.mantissa_bits,
+        fmt.emin,
+        int(subnormals),
+        _bits_of(fmt.max, dtype),
+        _bits_of(fmt.smallest_normal, dtype),
+        _OVERFLOW_CODES[policy],
+        int(fmt.inf),
+        int(not fmt.has_negative_zero),
+    )
+
+
+def _needs_wide_carrier(fmt: Format, subnormals: bool) -> bool:
+    """float32 input must go through float64 when the format reaches into float32's subnormals.
+
+    The kernel takes a carrier subnormal's exponent as the carrier's emin; that is exact as long
+    as the format's normal range (with flush-to-zero: and the binade just below it) lies inside
+    float32's normal range.
+    """
+    return fmt.emin < _FLOAT32_EMIN + (0 if subnormals else 1)
+
+
+def round(
+    x: object,
+    fmt: Format | str,
+    mode: str | RoundingMode = "nearest_even",
+    *,
+    rng: object = None,
+    subnormals: bool | None = None,
+    overflow: str | None = None,
+    out: np.ndarray | None = None,
+    site: str | None = None,
+) -> np.ndarray:
+    """Round every element of ``x`` to the nearest value of ``fmt`` under ``mode`` (exactly).
+
+    The result has x's dtype (float32 or float64; other numeric input is converted to float64)
+    and holds values exactly representable in ``fmt``. NaN stays NaN, +-0 keeps its sign (except
+    in formats without -0), +-inf stays inf where the format has inf and otherwise follows the
+    overflow policy. ``subnormals=False`` flushes results below ``smallest_normal`` to signed
+    zero; ``overflow`` ("inf", "saturate", "nan") overrides the format's overflow policy.
+    ``rng`` (a seed or numpy Generator) drives ``mode="stochastic"``, reproducibly.
+    ``out`` (same shape, same dtype as the result; it may be ``x`` itself) receives the result.
+    ``site`` names this call in an active ``fpsim.monitor``.
+
+    >>> fpsim.round(np.float32([65519.99, 65520.0, 1e-8]), "fp16")
+    array([65504.,    inf,     0.], dtype=float32)
+    """
+    fmt = get_format(fmt)
+    mode = get_mode(mode)
+    policy = resolve_overflow(fmt, overflow)
+    subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
+    arr = as_float_array(x)
+    dtype = arr.dtype
+    if out is not None:
+        if not isinstance(out, np.ndarray) or out.dtype != dtype or out.shape != arr.shape:
+            got = f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
+            raise ValueError(f"out must be a numpy array of dtype {dtype} and shape {arr.shape}; "
+                             f"got {got}")
+
+    work = arr
+    if dtype == np.float32 and _needs_wide_carrier(fmt, subnormals):
+        work = arr.astype(np.float64)
+    wdtype = work.dtype
+    ivew = _INT_VIEW[wdtype]
+    src = np.ascontiguousarray(work).reshape(-1).view(ivew)
+    direct = out is not None and wdtype == dtype and out.flags.c_contiguous
+    result = out if direct else np.empty(work.shape, dtype=wdtype)
+    dst = result.reshape(-1).view(ivew)
+
+    c = _kernels.carrier_constants(wdtype)
+    f = format_constants(fmt, wdtype, subnormals, policy)
+    seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
+    code = _MODE_CODES[mode]
+    if monitor.is_active():
+        counts = _kernels.round_into_counting(src, dst, code, seed, c, f)
+        monitor.record(site or "round", fmt, src.size, counts)
+    else:
+        _kernels.round_into(src, dst, code, seed, c, f)
+
+    if result.dtype != dtype:
+        result = result.astype(dtype)
+    if out is not None and result is not out:
+        out[...] = result
+        result = out
+    if result.ndim == 0 and out is None:
+        return result[()]
+    return result
