@@ -1,0 +1,545 @@
+"""Dynamic loss scaling: one state machine, two faces (tf.keras and PyTorch).
+
+Why: fp16 gradients below 2**-24 flush to zero. Multiplying the loss by a scale S multiplies
+every gradient of the backward pass by S (exactly, for a power of two without overflow),
+lifting small gradients into fp16's range; the weight update divides by S again.
+
+- ``DynamicLossScale``: the shared rule (grow after N finite steps, back off on inf/NaN).
+- ``LossScaleOptimizer``: tf.keras's face (``get_scaled_loss``, ``get_unscaled_gradients``,
+  ``apply_gradients``), used by ``Model.fit``.
+- ``GradScaler``: PyTorch's face (``scale``, ``unscale_``, ``step``, ``update``).
+
+Both keep the scale in float32, as their frameworks do.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+import fpsim
+from nn.optimizers import Optimizer, _name_of, _needs_rounding, gradient_array
+
+
+def _positive_float32(name: str, value: object) -> np.float32:
+    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+            and math.isfinite(float(value))):
+        with np.errstate(over="ignore"):
+            value32 = np.float32(value)
+        if np.isfinite(value32) and value32 > 0:
+            return value32
+    raise ValueError(f"{name} must be a positive number that is finite and non-zero in "
+                     f"float32, got {value!r}")
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _factor(name: str, value: object, *, above_one: bool) -> float:
+    ok = (isinstance(value, (int, float, np.floating, np.integer))
+          and not isinstance(value, bool) and math.isfinite(float(value)))
+    if ok and (float(value) > 1 if above_one else 0 < float(value) < 1):
+        return float(value)
+    allowed = "a finite number > 1" if above_one else "a number in (0, 1)"
+    raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+class DynamicLossScale:
+    """The loss-scale state machine both faces share. The scale is a float32.
+
+    ``update(finite)`` is called once per training step:
+
+    - finite gradients: ``counter += 1``; when ``counter`` reaches ``growth_interval``, the
+      counter resets to 0 and ``new = float32(scale * growth_factor)`` (capped at
+      ``max_scale`` if given) replaces the scale only if it is finite.
+    - a non-finite gradient (inf or NaN): ``scale = float32(scale * backoff_factor)``, raised to
+      ``min_scale`` if given (no floor otherwise: the scale can reach 0), counter = 0.
+    - the return value says whether the step's update should be applied (= ``finite``).
+
+    >>> s = DynamicLossScale(8.0, growth_interval=2, growth_factor=2.0, backoff_factor=0.5)
+    >>> s.update(True), s.scale
+    (True, 8.0)
+    >>> s.update(True), s.scale
+    (True, 16.0)
+    >>> s.update(False), s.scale
+    (False, 8.0)
+    """
+
+    def __init__(self, initial_scale: float, growth_interval: int, growth_factor: float,
+                 backoff_factor: float, min_scale: float | None = None,
+                 max_scale: float | None = None) -> None:
+        self.growth_interval = _positive_int("growth_interval", growth_interval)
+        self.growth_factor = _factor("growth_factor", growth_factor, above_one=True)
+        self.backoff_factor = _factor("backoff_factor", backoff_factor, above_one=False)
+        self.min_scale = None if min_scale is None else _positive_float32("min_scale", min_scale)
+        self.max_scale = None if max_scale is None else _positive_float32("max_scale", max_scale)
+        scale = _positive_float32("initial_scale", initial_scale)
+        lo = self.min_scale if self.min_scale is not None else scale
+        hi = self.max_scale if self.max_scale is not None else scale
+        if not lo <= scale <= hi:
+            raise ValueError(f"initial_scale {float(scale)} must lie in [min_scale, max_scale] "
+                             f"= [{min_scale}, {max_scale}]")
+        self._scale = scale
+        self.counter = 0
+
+    @property
+    def scale(self) -> float:
+        """The current scale (a float32 value, returned as a Python float)."""
+        return float(self._scale)
+
+    def update(self, finite: bool) -> bool:
+        """Advance one step; returns True if the step's update should be applied."""
+        if finite:
+            self.counter += 1
+            if self.counter >= self.growth_interval:
+                with np.errstate(over="ignore"):  # an overflow to inf is checked just below
+                    grown = np.float32(float(self._scale) * self.growth_factor)
+                if self.max_scale is not None:
+                    grown = min(grown, self.max_scale)
+                if np.isfinite(grown):
+                    self._scale = grown
+                self.counter = 0
+            return True
+        shrunk = np.float32(float(self._scale) * self.backoff_factor)
+        if self.min_scale is not None:
+            shrunk = max(shrunk, self.min_scale)
+        self._scale = shrunk
+        self.counter = 0
+        return False
+
+    def set_scale(self, value: float) -> None:
+        """Overwrite the scale (rounded to float32); the counter is left as it is."""
+        with np.errstate(over="ignore"):
+            value32 = np.float32(value)
+        if not (np.isfinite(value32) and value32 >= 0):
+            raise ValueError(f"a loss scale must be finite and >= 0 in float32, got {value!r}")
+        self._scale = value32
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"scale": float, "counter": int}`` (the configuration is not state)."""
+        return {"scale": self.scale, "counter": self.counter}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        try:
+            scale, counter = state["scale"], int(state["counter"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a loss-scale state ({e!r}); expected keys 'scale', "
+                             "'counter'") from None
+        if counter < 0:
+            raise ValueError(f"counter must be >= 0, got {counter}")
+        for bound, ok in ((self.min_scale, lambda b: float(scale) >= b),
+                          (self.max_scale, lambda b: float(scale) <= b)):
+            if bound is not None and not ok(bound):
+                raise ValueError(f"scale {scale} lies outside [min_scale, max_scale] = "
+                                 f"[{self.min_scale}, {self.max_scale}]")
+        self.set_scale(scale)
+        self.counter = counter
+
+    def __repr__(self) -> str:
+        return (f"DynamicLossScale(scale={self.scale}, counter={self.counter}, "
+                f"growth_interval={self.growth_interval}, growth_factor={self.growth_factor}, "
+                f"backoff_factor={self.backoff_factor}, min_scale={self.min_scale}, "
+                f"max_scale={self.max_scale})")
+
+
+def _all_finite(arrays: Iterable[np.ndarray]) -> bool:
+    return all(bool(np.isfinite(a).all()) for a in arrays)
+
+
+def _times(x: np.ndarray, factor: np.float32) -> np.ndarray:
+    """x * factor computed in at least float32 and returned in x's float dtype (fp16 stays fp16,
+    rounded once: a float16 copy of the factor could itself overflow or underflow)."""
+    if x.dtype.kind != "f":
+        return x * float(factor)
+    return (x * factor).astype(x.dtype, copy=False)
+
+
+def _scale_value(x: Any, scale: float) -> Any:
+    """x * scale for a Tensor (recorded by autograd), an ndarray, a number, or a list/tuple."""
+    if isinstance(x, (list, tuple)):
+        return type(x)(_scale_value(v, scale) for v in x)
+    if isinstance(x, np.ndarray):
+        return _times(x, np.float32(scale))
+    if isinstance(x, (int, float, np.number)) and not isinstance(x, bool):
+        return x * scale
+    if hasattr(x, "data") and hasattr(x, "__mul__"):
+        return x * scale
+    raise TypeError(f"cannot scale a {type(x).__name__}; pass an nn.Tensor, an ndarray, a "
+                    "number or a list/tuple of them")
+
+
+class LossScaleOptimizer:
+    """tf.keras's ``LossScaleOptimizer``: wraps an optimizer and scales the loss.
+
+    Usage (the tf.keras custom training loop)::
+
+        opt = LossScaleOptimizer(Adam())
+        scaled = opt.get_scaled_loss(loss)          # loss * scale
+        scaled.backward()
+        grads = opt.get_unscaled_gradients([v.grad for v in variables])
+        opt.apply_gradients(zip(grads, variables))
+
+    Rules (dynamic=True):
+
+    - the scale starts at ``initial_scale`` (2**15) and is a float32;
+    - ``get_unscaled_gradients`` multiplies each gradient by ``float32(1 / scale)`` (the
+      reciprocal taken in float32, as tf.keras does), rounded to the gradient's format;
+    - ``apply_gradients`` checks the gradients it is given (the *unscaled* ones) for inf/NaN;
+    - a non-finite gradient skips the update: variables and optimizer slots stay bit-identical,
+      the inner optimizer's ``iterations`` still advances by one (as in tf.keras), the scale
+      halves but never goes below 1, and the growth counter resets;
+    - after ``dynamic_growth_steps`` consecutive finite steps the scale doubles, if the doubled
+      float32 value is finite; the counter resets either way.
+
+    With ``dynamic=False`` the scale stays ``initial_scale`` and every update is applied, finite
+    or not (tf.keras's fixed loss scale). ``scale_loss`` is Keras 3's name for
+    ``get_scaled_loss``; ``apply_gradients`` still expects unscaled gradients.
+    """
+
+    def __init__(self, inner_optimizer: Optimizer, initial_scale: float = 2.0**15,
+                 dynamic_growth_steps: int = 2000, dynamic: bool = True) -> None:
+        if isinstance(inner_optimizer, LossScaleOptimizer):
+            raise TypeError("LossScaleOptimizer cannot wrap another LossScaleOptimizer")
+        if not isinstance(inner_optimizer, Optimizer):
+            raise TypeError(f"inner_optimizer must be an nn optimizer (SGD, RMSprop, Adam), got "
+                            f"{type(inner_optimizer).__name__}")
+        self.inner_optimizer = inner_optimizer
+        self.dynamic = bool(dynamic)
+        self.initial_scale = float(_positive_float32("initial_scale", initial_scale))
+        self.dynamic_growth_steps = _positive_int("dynamic_growth_steps", dynamic_growth_steps)
+        self._state: DynamicLossScale | None = None
+        if self.dynamic:
+            self._state = DynamicLossScale(initial_scale, self.dynamic_growth_steps,
+                                           growth_factor=2.0, backoff_factor=0.5, min_scale=1.0)
+        self.skipped_steps = 0
+        self.last_step_skipped = False
+
+    # ---- read-only views -----------------------------------------------------------------
+    @property
+    def loss_scale(self) -> float:
+        """The current loss scale."""
+        return self._state.scale if self._state is not None else self.initial_scale
+
+    @property
+    def dynamic_counter(self) -> int | None:
+        """Consecutive finite steps since the scale last changed (None if not dynamic)."""
+        return self._state.counter if self._state is not None else None
+
+    @property
+    def iterations(self) -> int:
+        """The inner optimizer's step counter (it also counts skipped steps)."""
+        return self.inner_optimizer.iterations
+
+    @iterations.setter
+    def iterations(self, value: int) -> None:
+        self.inner_optimizer.iterations = int(value)
+
+    @property
+    def learning_rate(self) -> float:
+        return self.inner_optimizer.learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        self.inner_optimizer.learning_rate = value
+
+    @property
+    def variables(self) -> list[Any]:
+        return self.inner_optimizer.variables
+
+    # ---- scaling ---------------------------------------------------------------------------
+    def get_scaled_loss(self, loss: Any) -> Any:
+        """``loss * loss_scale``; a callable loss gives a callable returning the scaled loss."""
+        if callable(loss) and not hasattr(loss, "data"):
+            return lambda: self.get_scaled_loss(loss())
+        return _scale_value(loss, self.loss_scale)
+
+    scale_loss = get_scaled_loss
+
+    def get_unscaled_gradients(self, grads: Iterable[Any]) -> list[Any]:
+        """Each gradient times ``float32(1 / loss_scale)``; None stays None.
+
+        A Tensor gives a Tensor (in the same format, rounded to it), an array an array.
+        """
+        reciprocal = np.float32(1) / np.float32(self.loss_scale)  # tf.keras: 1/scale in float32
+        out = []
+        for g in grads:
+            if g is None:
+                out.append(None)
+                continue
+            data = gradient_array(g)
+            fmt = getattr(g, "fmt", None)
+            new = _times(data, reciprocal)
+            if _needs_rounding(fmt):
+                new = fpsim.round(new, fmt)
+            out.append(_like(g, new, fmt))
+        return out
+
+    # ---- applying ----------------------------------------------------------------------------
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> bool:
+        """Apply unscaled gradients unless one is non-finite; returns True if applied.
+
+        Invalid input (shapes, no gradients at all) raises before the scale changes.
+        """
+        prepared = self.inner_optimizer._prepare(grads_and_vars)
+        apply = True
+        if self._state is not None:
+            apply = self._state.update(_all_finite(g for g, _ in prepared))
+        self.last_step_skipped = not apply
+        if apply:
+            self.inner_optimizer._apply_prepared(prepared)
+        else:
+            self.skipped_steps += 1
+            self.inner_optimizer.iterations += 1  # tf.keras counts the skipped step
+        return apply
+
+    # ---- config and checkpoints --------------------------------------------------------------
+    def get_config(self) -> dict[str, Any]:
+        inner = self.inner_optimizer
+        return {"inner_optimizer": {"class_name": type(inner).__name__,
+                                    "config": inner.get_config()},
+                "initial_scale": self.initial_scale,
+                "dynamic_growth_steps": self.dynamic_growth_steps, "dynamic": self.dynamic}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a checkpoint needs to resume: loss-scale state and the inner optimizer's."""
+        return {"loss_scale": self.loss_scale,
+                "dynamic_counter": self.dynamic_counter or 0,
+                "skipped_steps": self.skipped_steps,
+                "optimizer": self.inner_optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any], variables: Iterable[Any] | None = None
+                        ) -> None:
+        """Restore ``state_dict()`` output (validated first; nothing changes on error)."""
+        try:
+            scale_state = {"scale": state["loss_scale"], "counter": state["dynamic_counter"]}
+            skipped = int(state["skipped_steps"])
+            inner_state = state["optimizer"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a LossScaleOptimizer state ({e!r}); expected keys "
+                             "'loss_scale', 'dynamic_counter', 'skipped_steps', 'optimizer'"
+                             ) from None
+        probe = copy.copy(self._state) if self._state else DynamicLossScale(1.0, 1, 2.0, 0.5)
+        probe.load_state_dict(scale_state)  # validates without touching self
+        if not self.dynamic and probe.scale != self.loss_scale:
+            raise ValueError(f"state has loss scale {probe.scale}, this fixed-scale optimizer "
+                             f"uses {self.loss_scale}")
+        self.inner_optimizer.load_state_dict(inner_state, variables)
+        if self._state is not None:
+            self._state.load_state_dict(scale_state)
+        self.skipped_steps = skipped
+
+    def __repr__(self) -> str:
+        return (f"LossScaleOptimizer({self.inner_optimizer!r}, loss_scale={self.loss_scale}, "
+                f"dynamic={self.dynamic})")
+
+
+def _like(g: Any, data: np.ndarray, fmt: Any) -> Any:
+    """A gradient of the same kind as g holding ``data``."""
+    if isinstance(g, np.ndarray) or not hasattr(g, "data"):
+        return data
+    from nn.tensor import Tensor  # the autograd layer; imported late to keep this module light
+
+    return Tensor(data, fmt=fmt)
+
+
+class _Stage(enum.Enum):
+    """Where one optimizer is in the scale -> unscale_ -> step -> update cycle."""
+
+    READY = "ready"
+    UNSCALED = "unscaled"
+    STEPPED = "stepped"
+
+
+class GradScaler:
+    """PyTorch's ``torch.amp.GradScaler``, over ``DynamicLossScale``.
+
+    Usage (the PyTorch training loop; the optimizer is built with ``params=``)::
+
+        scaler = GradScaler()
+        scaler.scale(loss).backward()
+        scaler.step(opt)          # unscales opt's grads, skips the step on inf/NaN
+        scaler.update()
+        opt.zero_grad()
+
+    Rules:
+
+    - ``scale(x)`` returns ``x * scale`` (the scale is a float32, initially ``init_scale``);
+    - ``unscale_(opt)`` multiplies each param's ``.grad`` in place by
+      ``float32(1 / float64(scale))`` and records whether any *scaled* gradient was inf/NaN;
+    - ``step(opt)`` calls ``unscale_(opt)`` if not done yet, then ``opt.step()`` only if that
+      optimizer's gradients were finite (a per-optimizer skip);
+    - ``update()``: any inf/NaN recorded since the last update -> ``scale *= backoff_factor``
+      and the growth tracker resets, with no floor (the scale can collapse to 0); otherwise the
+      tracker counts up and after ``growth_interval`` finite steps ``scale *= growth_factor``
+      if the float32 result is finite (the tracker resets either way);
+    - ``update(new_scale)`` sets the scale directly and leaves the tracker alone;
+    - misuse raises RuntimeError: ``unscale_``/``step`` without ``scale()`` since the last
+      ``update()``, ``unscale_`` twice or after ``step``, ``step`` twice, ``update`` before any
+      ``step``/``unscale_``; unscaling fp16 gradients raises ValueError;
+    - ``enabled=False`` makes every method a pass-through (``step`` just calls ``opt.step()``).
+    """
+
+    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000,
+                 enabled: bool = True) -> None:
+        self._enabled = bool(enabled)
+        self._state = DynamicLossScale(init_scale, growth_interval, growth_factor,
+                                       backoff_factor)
+        self._ever_scaled = False
+        self._scaled_since_update = False
+        self._per_optimizer: dict[int, dict[str, Any]] = {}
+
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    # ---- the cycle -----------------------------------------------------------------------
+    def scale(self, outputs: Any) -> Any:
+        """``outputs * scale`` (Tensor, array, number, or a list/tuple of them)."""
+        if not self._enabled:
+            return outputs
+        self._ever_scaled = self._scaled_since_update = True
+        return _scale_value(outputs, self._state.scale)
+
+    def _opt_state(self, optimizer: Any) -> dict[str, Any]:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"GradScaler works with nn optimizers built with params=[...] (SGD, "
+                            f"RMSprop, Adam), got {type(optimizer).__name__}")
+        return self._per_optimizer.setdefault(
+            id(optimizer), {"stage": _Stage.READY, "found_inf": None, "optimizer": optimizer})
+
+    def _check_scaled(self, verb: str) -> None:
+        if not self._scaled_since_update:
+            raise RuntimeError(f"{verb} called before scale(): call scaler.scale(loss).backward()"
+                               " first in each iteration (the gradients would not be scaled)")
+
+    def unscale_(self, optimizer: Optimizer) -> None:
+        """Divide ``optimizer``'s gradients by the scale in place and record inf/NaN."""
+        if not self._enabled:
+            return
+        self._check_scaled("unscale_()")
+        state = self._opt_state(optimizer)
+        if state["stage"] is _Stage.UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the "
+                               "last update()")
+        if state["stage"] is _Stage.STEPPED:
+            raise RuntimeError("unscale_() is being called after step(); call it before step()")
+        params = optimizer._require_params("unscale_() (through GradScaler)")
+        grads = [(p, p.grad) for p in params if p.grad is not None]
+        for p, g in grads:
+            if getattr(getattr(g, "fmt", None), "name", None) == "float16":
+                raise ValueError(f"attempting to unscale FP16 gradients (of {_name_of(p)}); "
+                                 "GradScaler needs fp32 master weights: use a mixed_float16 "
+                                 "policy, not float16")
+        inv_scale = np.float32(1.0 / np.float64(self._state.scale))  # 1/scale in float64
+        found_inf = False
+        for _, g in grads:
+            data = g if isinstance(g, np.ndarray) else g.data
+            found_inf = found_inf or not bool(np.isfinite(data).all())
+            np.multiply(data, inv_scale, out=data, casting="unsafe")  # >= fp32, one rounding
+            fmt = getattr(g, "fmt", None)
+            if _needs_rounding(fmt):
+                np.copyto(data, fpsim.round(data, fmt))
+        state["found_inf"] = found_inf if grads else None
+        state["stage"] = _Stage.UNSCALED
+
+    def step(self, optimizer: Optimizer) -> Any:
+        """``optimizer.step()`` unless its unscaled gradients held inf/NaN; returns its result."""
+        if not self._enabled:
+            return optimizer.step()
+        self._check_scaled("step()")
+        state = self._opt_state(optimizer)
+        if state["stage"] is _Stage.STEPPED:
+            raise RuntimeError("step() has already been called since the last update()")
+        if state["stage"] is _Stage.READY:
+            self.unscale_(optimizer)
+        if state["found_inf"] is None:
+            raise RuntimeError("no inf checks were recorded for this optimizer: none of its "
+                               "params has a .grad; call backward() on the scaled loss first")
+        result = None if state["found_inf"] else optimizer.step()
+        state["stage"] = _Stage.STEPPED
+        return result
+
+    def update(self, new_scale: float | None = None) -> None:
+        """Update the scale for the next iteration (see the class rules)."""
+        if not self._enabled:
+            return
+        if not self._ever_scaled:
+            raise RuntimeError("update() called before scale(): nothing to update yet")
+        if new_scale is not None:
+            if isinstance(new_scale, bool) or not isinstance(
+                    new_scale, (int, float, np.floating, np.integer)):
+                raise TypeError(f"new_scale must be a number, got {type(new_scale).__name__}")
+            self._state.set_scale(new_scale)
+        else:
+            found = [s["found_inf"] for s in self._per_optimizer.values()
+                     if s["found_inf"] is not None]
+            if not found:
+                raise RuntimeError("no inf checks were recorded prior to update(): call "
+                                   "step(optimizer) (or unscale_(optimizer)) first")
+            self._state.update(finite=not any(found))
+        self._per_optimizer.clear()
+        self._scaled_since_update = False
+
+    # ---- getters, setters, state -----------------------------------------------------------
+    def get_scale(self) -> float:
+        """The current scale, or 1.0 when disabled."""
+        return self._state.scale if self._enabled else 1.0
+
+    def get_growth_factor(self) -> float:
+        return self._state.growth_factor
+
+    def set_growth_factor(self, new_factor: float) -> None:
+        self._state.growth_factor = _factor("growth_factor", new_factor, above_one=True)
+
+    def get_backoff_factor(self) -> float:
+        return self._state.backoff_factor
+
+    def set_backoff_factor(self, new_factor: float) -> None:
+        self._state.backoff_factor = _factor("backoff_factor", new_factor, above_one=False)
+
+    def get_growth_interval(self) -> int:
+        return self._state.growth_interval
+
+    def set_growth_interval(self, new_interval: int) -> None:
+        self._state.growth_interval = _positive_int("growth_interval", new_interval)
+
+    _KEYS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
+
+    def state_dict(self) -> dict[str, Any]:
+        """PyTorch's keys: scale, growth_factor, backoff_factor, growth_interval,
+        _growth_tracker. Empty when disabled."""
+        if not self._enabled:
+            return {}
+        s = self._state
+        return {"scale": s.scale, "growth_factor": s.growth_factor,
+                "backoff_factor": s.backoff_factor, "growth_interval": s.growth_interval,
+                "_growth_tracker": s.counter}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore ``state_dict()`` output (validated first; nothing changes on error)."""
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("the source state dict is empty, possibly because it was saved "
+                               "from a disabled GradScaler")
+        missing = [k for k in self._KEYS if k not in state_dict]
+        if missing:
+            raise ValueError(f"GradScaler state dict lacks {missing}; expected keys {self._KEYS}")
+        new = DynamicLossScale(1.0, state_dict["growth_interval"], state_dict["growth_factor"],
+                               state_dict["backoff_factor"])
+        new.load_state_dict({"scale": state_dict["scale"],
+                             "counter": state_dict["_growth_tracker"]})
+        self._state = new
+
+    def __repr__(self) -> str:
+        return (f"GradScaler(scale={self.get_scale()}, growth_tracker={self._state.counter}, "
+                f"enabled={self._enabled})")
+
