@@ -167,6 +167,22 @@ def test_unscaled_fp16_gradient_is_rounded_to_fp16():
     np.testing.assert_array_equal(out.data, expected.astype(np.float32))
 
 
+def test_scaled_loss_rescues_an_fp16_gradient_that_underflows_unscaled():
+    if not hasattr(Tensor, "backward"):
+        pytest.skip("needs the autograd engine")
+
+    def weight_gradient(scale):
+        w = Variable(np.float32([1, 2, 3]), fmt=fpsim.FP32, name="w")
+        a = Tensor(np.float32(2.0**-13), fmt=fpsim.FP16)
+        loss = (w.cast(fpsim.FP16) * a).sum() * 2.0**-13  # d loss / d fp16 activation: 2**-26
+        opt = LossScaleOptimizer(SGD(1.0), initial_scale=scale)
+        opt.get_scaled_loss(loss).backward()
+        return opt.get_unscaled_gradients([w.grad])[0].data
+
+    np.testing.assert_array_equal(weight_gradient(1.0), 0.0)  # below half of fp16's 2**-24
+    np.testing.assert_array_equal(weight_gradient(2.0**10), 2.0**-26)  # 2**-16 in fp16, exact
+
+
 def test_finite_gradients_are_applied_by_the_inner_optimizer():
     opt, w = lso(), make_var(W0)
     assert opt.apply_gradients([(G, w)]) is True
