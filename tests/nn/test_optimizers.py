@@ -7,36 +7,16 @@ import pytest
 
 import fpsim
 from nn.optimizers import SGD, Adam, Optimizer, RMSprop, get
+from nn.tensor import Tensor, Variable
 
-try:
-    from nn.tensor import Tensor, Variable
 
-    def make_var(values, fmt=fpsim.FP32, name="w"):
-        return Variable(np.array(values, np.float64 if fmt is None else np.float32), fmt=fmt,
-                        name=name)
+def make_var(values, fmt=fpsim.FP32, name="w"):
+    return Variable(np.array(values, np.float64 if fmt is None else np.float32), fmt=fmt,
+                    name=name)
 
-    def make_grad(values, fmt=fpsim.FP32):
-        return Tensor(np.asarray(values, np.float32), fmt=fmt)
 
-except ImportError:  # the autograd layer is not there yet: the contract's fields only
-
-    class Tensor:
-        def __init__(self, data, fmt=None):
-            self.data, self.fmt, self.grad = data, fmt, None
-
-    class Variable(Tensor):
-        def __init__(self, data, fmt=None, name="w"):
-            super().__init__(data, fmt)
-            self.name, self.trainable = name, True
-
-        def zero_grad(self):
-            self.grad = None
-
-    def make_var(values, fmt=fpsim.FP32, name="w"):
-        return Variable(np.array(values, np.float64 if fmt is None else np.float32), fmt, name)
-
-    def make_grad(values, fmt=fpsim.FP32):
-        return Tensor(np.asarray(values, np.float32), fmt)
+def make_grad(values, fmt=fpsim.FP32):
+    return Tensor(np.asarray(values, np.float32), fmt=fmt)
 
 
 RNG = np.random.default_rng(1234)
