@@ -1,0 +1,392 @@
+"""Codes and values: ``to_bits``/``from_bits``, ``decompose``, ``classify``, ``values``, ``ulp``,
+``next_up``, ``next_down``.
+
+A code of a format with E exponent bits and M mantissa bits is laid out ``S|E..E|M..M``
+(fp16: ``S|EEEEE|MMMMMMMMMM``). With exponent field ``e`` and mantissa field ``m``:
+
+- ``e == 0``: zero and subnormals, ``(-1)^S * 2^emin * (m / 2^M)``;
+- ``e >= 1``: normals, ``(-1)^S * 2^(e - bias) * (1 + m / 2^M)``;
+- the NaN and inf codes depend on ``fmt.nan`` (see ``fpsim.formats``).
+
+All work is exact numpy arithmetic on float64 (``frexp``/``ldexp``, integers below 2^24), so
+every function is vectorized; results come back as numpy arrays (numpy scalars for scalars).
+
+Decisions (the contract where DESIGN.md is silent):
+
+- ``to_bits`` only encodes values the format holds; anything else raises ``ValueError`` naming
+  the first offending value and its two neighbours (round first with ``fpsim.round``).
+  NaN becomes the format's quiet NaN with the input's sign bit, payload dropped (as numpy and
+  ml_dtypes convert: fp16 ``0x7E00``/``0xFE00``, e4m3fn ``0x7F``/``0xFF``), and the single NaN
+  ``0x80`` in fnuz formats; formats without NaN raise. In fnuz formats (no -0) ``-0.0`` encodes
+  as ``+0`` (code 0), as ``fpsim.round`` maps -0 to +0 there.
+- ``subnormals=False`` is a rounding rule (flush to zero), not an encoding change: the subnormal
+  codes still decode to their values, and ``to_bits``/``classify``/``decompose`` accept them.
+  ``values``, ``next_up``, ``next_down`` follow what rounding can produce, so for such formats
+  they skip the subnormals (and ``ulp`` uses rounding's quantum, see ``ulp``).
+- ``values(fmt)`` lists each finite value once: ``+0`` only (``-0.0 == 0.0``).
+- ``ulp(x)`` is the grid spacing at ``x``, ``2^(max(floor(log2|x|), emin) - M)``: the spacing to
+  the next larger magnitude, the exponent range taken as unbounded above (for ``max`` with
+  M >= 1 that is the spacing below it); it is always positive, ``ulp(0)`` is the smallest
+  subnormal, ``ulp(+-inf)`` and ``ulp(NaN)`` are NaN.
+- ``next_up(x)`` is the smallest format value greater than ``x`` (any float ``x``); past ``max``
+  it is ``inf`` for formats with inf and NaN (no such value) otherwise. ``next_down(x) =
+  -next_up(-x)``. A step from the smallest negative subnormal gives ``-0.0`` (``+0.0`` in fnuz).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from fpsim.catalog import get_format
+from fpsim.formats import Format
+from fpsim.quantize import as_float_array
+from fpsim.quantize import round as _round
+
+CLASSES = ("zero", "subnormal", "normal", "inf", "nan")
+
+
+# --- layout helpers --------------------------------------------------------------------------
+def code_dtype(fmt: Format) -> type[np.unsignedinteger]:
+    """The unsigned dtype that holds the format's codes: uint8, uint16 or uint32."""
+    return np.uint8 if fmt.bits <= 8 else (np.uint16 if fmt.bits <= 16 else np.uint32)
+
+
+def _sign_bit(fmt: Format) -> int:
+    return 1 << (fmt.exponent_bits + fmt.mantissa_bits)
+
+
+def _fields(codes: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sign, exponent field and mantissa field of int64 codes."""
+    m_bits, e_bits = fmt.mantissa_bits, fmt.exponent_bits
+    sign = (codes >> (e_bits + m_bits)) & 1
+    e = (codes >> m_bits) & ((1 << e_bits) - 1)
+    m = codes & ((1 << m_bits) - 1)
+    return sign, e, m
+
+
+def _special_masks(codes: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
+    """(is_nan, is_inf) for int64 codes, by the format's NaN rule."""
+    _, e, m = _fields(codes, fmt)
+    top = (1 << fmt.exponent_bits) - 1
+    full = (1 << fmt.mantissa_bits) - 1
+    no = np.zeros(codes.shape, dtype=bool)
+    if fmt.nan == "ieee":
+        return (e == top) & (m != 0), (e == top) & (m == 0)
+    if fmt.nan == "fn":
+        return (e == top) & (m == full), no
+    if fmt.nan == "fnuz":
+        return codes == _sign_bit(fmt), no
+    return no, no
+
+
+def nan_code(fmt: Format, negative: bool = False) -> int | None:
+    """The quiet NaN code (with the sign bit for ``negative`` where NaNs are signed), or None.
+
+    >>> hex(nan_code(fpsim.FP16)), hex(nan_code(fpsim.E4M3FN)), hex(nan_code(fpsim.E4M3FNUZ))
+    ('0x7e00', '0x7f', '0x80')
+    """
+    m_bits = fmt.mantissa_bits
+    top = (1 << fmt.exponent_bits) - 1
+    sign = _sign_bit(fmt) if negative else 0
+    if fmt.nan == "ieee":
+        return None if m_bits == 0 else sign | (top << m_bits) | (1 << (m_bits - 1))
+    if fmt.nan == "fn":
+        return sign | (top << m_bits) | ((1 << m_bits) - 1)
+    if fmt.nan == "fnuz":
+        return _sign_bit(fmt)
+    return None
+
+
+def _as_codes(codes: object, fmt: Format) -> np.ndarray:
+    arr = np.asarray(codes)
+    if arr.dtype == object or arr.dtype.kind not in "biu" or arr.dtype.kind == "b":
+        raise TypeError(
+            f"codes must be integers (an integer numpy array or Python ints), got dtype {arr.dtype}"
+        )
+    wide = arr.astype(np.int64)
+    bad = (wide < 0) | (wide >= (1 << fmt.bits))
+    if bad.any():
+        first = int(wide[bad].flat[0])
+        raise ValueError(
+            f"code {first} is out of range for {fmt.name}: codes are 0..{(1 << fmt.bits) - 1} "
+            f"({fmt.bits} bits)"
+        )
+    return wide
+
+
+def _scalar_or_array(arr: np.ndarray) -> np.ndarray:
+    return arr[()] if arr.ndim == 0 else arr
+
+
+# --- codes <-> values ------------------------------------------------------------------------
+def _decode(codes: np.ndarray, fmt: Format) -> np.ndarray:
+    """float64 values of valid int64 codes (exact: significands have at most 24 bits)."""
+    sign, e, m = _fields(codes, fmt)
+    m_bits = fmt.mantissa_bits
+    subnormal = np.ldexp(m.astype(np.float64), fmt.emin - m_bits)
+    normal = np.ldexp((m + (1 << m_bits)).astype(np.float64), e - fmt.bias - m_bits)
+    mag = np.where(e == 0, subnormal, normal)
+    is_nan, is_inf = _special_masks(codes, fmt)
+    mag = np.where(is_inf, np.inf, np.where(is_nan, np.nan, mag))
+    return np.where(sign == 1, -mag, mag)
+
+
+def from_bits(codes: object, fmt: Format | str) -> np.ndarray:
+    """The float32 value of every code of ``fmt`` (NaN codes -> NaN, inf codes -> +-inf).
+
+    Every code ``0 .. 2^bits - 1`` is accepted; others raise ``ValueError``, non-integers
+    ``TypeError``. Exact: every value of a format fits the float32 carrier.
+
+    >>> from_bits(np.uint16([0x3C00, 0x0001, 0x7BFF, 0xFC00]), "fp16")
+    array([1.0000000e+00, 5.9604645e-08, 6.5504000e+04,          -inf],
+          dtype=float32)
+    """
+    fmt = get_format(fmt)
+    return _scalar_or_array(_decode(_as_codes(codes, fmt), fmt).astype(np.float32))
+
+
+def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 codes, ok) for float64 x; ``ok`` is False where x is not a value of the format."""
+    m_bits = fmt.mantissa_bits
+    neg = np.signbit(x)
+    a = np.abs(x)
+    finite = np.isfinite(a)
+    a0 = np.where(finite, a, 1.0)
+    frac, exp = np.frexp(a0)  # a = frac * 2^exp, frac in [0.5, 1): floor(log2 a) = exp - 1
+    normal = (exp - 1 >= fmt.emin) & (a0 != 0)
+    e_field = np.where(normal, exp - 1 + fmt.bias, 0)
+    sig = np.where(normal, np.ldexp(frac, m_bits + 1), np.ldexp(a0, m_bits - fmt.emin))
+    ok = finite & (sig == np.floor(sig))  # no bits below the format's spacing
+    sig_int = np.where(ok, sig, 0).astype(np.int64)
+    mant = np.where(normal, sig_int - (1 << m_bits), sig_int)
+    top_e = fmt.max_exponent_field
+    ok &= (e_field < top_e) | ((e_field == top_e) & (mant <= fmt.max_mantissa_field))
+    e_field = np.where(ok, e_field, 0)
+    mant = np.where(ok, mant, 0)
+    codes = (e_field.astype(np.int64) << m_bits) | mant
+    signed = neg & ((codes != 0) | fmt.has_negative_zero)  # fnuz: -0 encodes as +0
+    codes = np.where(signed, codes | _sign_bit(fmt), codes)
+    if fmt.inf:
+        inf_code = ((1 << fmt.exponent_bits) - 1) << m_bits
+        is_inf = np.isinf(x)
+        codes = np.where(is_inf, np.where(neg, inf_code | _sign_bit(fmt), inf_code), codes)
+        ok |= is_inf
+    pos_nan, neg_nan = nan_code(fmt), nan_code(fmt, negative=True)
+    if pos_nan is not None:
+        is_nan = np.isnan(x)
+        codes = np.where(is_nan, np.where(neg, neg_nan, pos_nan), codes)
+        ok |= is_nan
+    return codes, ok
+
+
+def _not_representable(value: float, fmt: Format) -> ValueError:
+    if np.isnan(value):
+        return ValueError(f"{fmt.name} has no NaN code (nan={fmt.nan!r}); it cannot encode NaN")
+    if np.isinf(value):
+        return ValueError(f"{fmt.name} has no inf (nan={fmt.nan!r}); it cannot encode {value}")
+    if abs(value) > fmt.max:
+        return ValueError(
+            f"{value!r} is not a value of {fmt.name}: its magnitude exceeds max = {fmt.max!r}"
+        )
+    lo = float(_round(value, fmt, "down", subnormals=True, overflow="saturate"))
+    hi = float(_round(value, fmt, "up", subnormals=True, overflow="saturate"))
+    return ValueError(
+        f"{value!r} is not a value of {fmt.name} (it lies between {lo!r} and {hi!r}); "
+        f"round it first, e.g. fpsim.round(x, {fmt.name!r})"
+    )
+
+
+def to_bits(x: object, fmt: Format | str) -> np.ndarray:
+    """The unsigned code of every element of ``x``; each must be a value of ``fmt``.
+
+    Codes are uint8 for formats of <= 8 bits, uint16 for <= 16, uint32 otherwise. NaN becomes
+    the quiet NaN (sign kept where NaNs are signed), -0.0 becomes +0 in fnuz formats. A value
+    the format does not hold raises ``ValueError`` naming it: round first.
+
+    >>> to_bits(np.float32([1.0, -2.0, 65504.0]), "fp16")
+    array([15360, 49152, 31743], dtype=uint16)
+    """
+    fmt = get_format(fmt)
+    arr = as_float_array(x).astype(np.float64)
+    codes, ok = _encode(arr, fmt)
+    if not ok.all():
+        raise _not_representable(float(arr[~ok].flat[0]), fmt)
+    return _scalar_or_array(codes.astype(code_dtype(fmt)))
+
+
+# --- fields and classes ----------------------------------------------------------------------
+class Decomposed(NamedTuple):
+    """``value == (-1)**sign * 2.0**exponent * significand`` (exactly, for every class).
+
+    ``exponent`` is unbiased; zero and subnormals use ``emin`` with significand ``m / 2^M`` in
+    [0, 1), normals ``1 + m / 2^M`` in [1, 2). For inf and NaN, exponent is 0 and the
+    significand is inf or NaN. ``cls`` is the ``classify`` string.
+    """
+
+    sign: np.ndarray
+    exponent: np.ndarray
+    significand: np.ndarray
+    cls: np.ndarray
+
+
+def _classes(codes: np.ndarray, fmt: Format) -> np.ndarray:
+    _, e, m = _fields(codes, fmt)
+    is_nan, is_inf = _special_masks(codes, fmt)
+    kind = np.where(e == 0, np.where(m == 0, 0, 1), 2)
+    kind = np.where(is_inf, 3, np.where(is_nan, 4, kind))
+    return np.asarray(CLASSES)[kind]
+
+
+def classify(x: object, fmt: Format | str) -> np.ndarray:
+    """"zero", "subnormal", "normal", "inf" or "nan" for each value of ``fmt`` in ``x``.
+
+    Read from the fields of the code (exponent field 0: zero or subnormal). A string for a
+    scalar, an array of strings for an array; values the format does not hold raise
+    ``ValueError`` (round first).
+
+    >>> classify(np.float32([0.0, 2**-24, 1.0, np.inf]), "fp16")
+    array(['zero', 'subnormal', 'normal', 'inf'], dtype='<U9')
+    """
+    fmt = get_format(fmt)
+    codes = np.asarray(to_bits(x, fmt)).astype(np.int64)
+    out = _classes(codes, fmt)
+    return str(out) if out.ndim == 0 else out
+
+
+def decompose(x: object, fmt: Format | str) -> Decomposed:
+    """Sign (0/1), unbiased exponent, significand and class of each value of ``fmt`` in ``x``.
+
+    ``x == (-1)**sign * 2.0**exponent * significand`` exactly; see ``Decomposed``.
+
+    >>> decompose(1.0013580322265625e-05, "fp16")
+    Decomposed(sign=0, exponent=-14, significand=0.1640625, cls='subnormal')
+    """
+    fmt = get_format(fmt)
+    codes = np.asarray(to_bits(x, fmt)).astype(np.int64)
+    sign, e, m = _fields(codes, fmt)
+    frac = np.ldexp(m.astype(np.float64), -fmt.mantissa_bits)
+    significand = np.where(e == 0, frac, 1.0 + frac)
+    exponent = np.where(e == 0, fmt.emin, e - fmt.bias)
+    is_nan, is_inf = _special_masks(codes, fmt)
+    special = is_nan | is_inf
+    significand = np.where(is_inf, np.inf, np.where(is_nan, np.nan, significand))
+    exponent = np.where(special, 0, exponent)
+    cls = _classes(codes, fmt)
+    if codes.ndim == 0:
+        return Decomposed(int(sign), int(exponent), float(significand), str(cls))
+    return Decomposed(
+        sign.astype(np.uint8), exponent.astype(np.int32), significand.astype(np.float64), cls
+    )
+
+
+# --- the grid --------------------------------------------------------------------------------
+def _all_values(fmt: Format) -> np.ndarray:
+    codes = np.arange(1 << fmt.bits, dtype=np.int64)
+    vals = _decode(codes, fmt)
+    vals = vals[np.isfinite(vals) & ~((vals == 0) & np.signbit(vals))]
+    if not fmt.subnormals:
+        vals = vals[(vals == 0) | (np.abs(vals) >= fmt.smallest_normal)]
+    return np.unique(vals).astype(np.float32)
+
+
+_VALUES: dict[Format, np.ndarray] = {}
+
+
+def values(fmt: Format | str) -> np.ndarray:
+    """Every finite value of a format of at most 16 bits, ascending, float32, each once.
+
+    Zero appears once, as +0.0. Formats with ``subnormals=False`` list only what rounding can
+    produce (no subnormals).
+
+    >>> values("e2m1fn")
+    array([-6. , -4. , -3. , -2. , -1.5, -1. , -0.5,  0. ,  0.5,  1. ,  1.5,
+            2. ,  3. ,  4. ,  6. ], dtype=float32)
+    """
+    fmt = get_format(fmt)
+    if fmt.bits > 16:
+        raise ValueError(
+            f"values() enumerates formats of at most 16 bits; {fmt.name} has {fmt.bits} "
+            f"({2**fmt.bits} codes). Use next_up/next_down to walk its grid"
+        )
+    if fmt not in _VALUES:
+        _VALUES[fmt] = _all_values(fmt)
+    return _VALUES[fmt].copy()
+
+
+def ulp(x: object, fmt: Format | str) -> np.ndarray:
+    """The spacing of ``fmt``'s grid at ``x``: ``2^(max(floor(log2|x|), emin) - M)``, positive.
+
+    For any real ``x``: the distance from ``|x|``'s lower grid point to the next larger one,
+    with the exponent range unbounded above: ``ulp(max) = 2^(emax - M)``, the spacing just below
+    max when M >= 1, so the round-to-nearest overflow threshold is ``max + ulp(max)/2``, as
+    rounding continues the grid past max. ``ulp(0)`` is the smallest
+    subnormal; inf and NaN give NaN. With ``subnormals=False`` the exponent is not clamped at
+    ``emin`` (the quantum rounding uses before it flushes). Returns x's float dtype.
+
+    >>> ulp(np.float32([1.0, 65504.0, 0.0, 2**-20]), "fp16")
+    array([9.7656250e-04, 3.2000000e+01, 5.9604645e-08, 5.9604645e-08],
+          dtype=float32)
+    """
+    fmt = get_format(fmt)
+    arr = as_float_array(x)
+    a = np.abs(arr.astype(np.float64))
+    finite = np.isfinite(a)
+    _, exp = np.frexp(np.where(finite & (a != 0), a, 1.0))
+    e = exp - 1
+    q = (np.maximum(e, fmt.emin) if fmt.subnormals else e) - fmt.mantissa_bits
+    out = np.ldexp(1.0, q)
+    out = np.where(a == 0, fmt.smallest_subnormal, out)
+    out = np.where(finite, out, np.nan)
+    return _scalar_or_array(out.astype(arr.dtype))
+
+
+def _step_up(r: np.ndarray, fmt: Format) -> np.ndarray:
+    """The next larger value of the subnormal-including grid after the values ``r`` < max."""
+    mag_codes = np.asarray(to_bits(np.abs(r), fmt)).astype(np.int64)
+    up = _decode(np.where(np.signbit(r) & (r != 0), mag_codes - 1, mag_codes + 1), fmt)
+    return np.where(np.signbit(r) & (r != 0), -up, up)
+
+
+def next_up(x: object, fmt: Format | str) -> np.ndarray:
+    """The smallest value of ``fmt`` greater than ``x`` (any float), elementwise.
+
+    Beyond max it is inf if the format has inf, else NaN (there is no such value);
+    ``next_up(-inf)`` is ``-max``, NaN stays NaN; ``next_up(+-0)`` is the smallest subnormal.
+    Returns x's float dtype (float32 or float64).
+
+    >>> next_up(np.float32([1.0, 0.0, 65504.0, -2**-24]), "fp16")
+    array([ 1.0009766e+00,  5.9604645e-08,            inf, -0.0000000e+00],
+          dtype=float32)
+    """
+    fmt = get_format(fmt)
+    arr = as_float_array(x)
+    x64 = arr.astype(np.float64)
+    past_max = np.isnan(x64) | (x64 >= fmt.max)
+    safe = np.where(past_max, 0.0, x64)
+    # smallest value >= x on the grid with subnormals (x < max, so no overflow)
+    r = np.asarray(_round(safe, fmt, "up", subnormals=True, overflow="saturate"), np.float64)
+    r = np.where(r > safe, r, _step_up(r, fmt))
+    if not fmt.subnormals:  # flush-to-zero grid: the subnormal range holds only 0
+        r = np.where((r > 0) & (r < fmt.smallest_normal), fmt.smallest_normal, r)
+        r = np.where((r < 0) & (r > -fmt.smallest_normal), -0.0, r)
+    if not fmt.has_negative_zero:
+        r = np.where(r == 0, 0.0, r)
+    over = np.inf if fmt.inf else np.nan
+    out = np.where(np.isnan(x64), np.nan, np.where(past_max, over, r))
+    return _scalar_or_array(out.astype(arr.dtype))
+
+
+def next_down(x: object, fmt: Format | str) -> np.ndarray:
+    """The largest value of ``fmt`` less than ``x``: ``-next_up(-x)`` (formats are symmetric).
+
+    >>> next_down(np.float32([1.0, 0.0, -65504.0]), "fp16")
+    array([ 9.9951172e-01, -5.9604645e-08,           -inf], dtype=float32)
+    """
+    fmt = get_format(fmt)
+    arr = as_float_array(x)
+    out = -np.asarray(next_up(-arr, fmt))
+    if not fmt.has_negative_zero:
+        out = np.where(out == 0, 0.0, out).astype(arr.dtype)
+    return _scalar_or_array(np.asarray(out))
