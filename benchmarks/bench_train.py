@@ -1,0 +1,132 @@
+"""One training step of an MLP: nn float32 vs nn mixed_float16 vs hand-written numpy float32.
+
+A step is forward, softmax cross-entropy (from logits), backward and an SGD update of the fp32
+master weights. All variants run in this one process on the same data, interleaved round by
+round; the table reports the median step time of each and the ratios the targets are about:
+
+- nn float32 / numpy float32        (target <= 1.3)
+- nn mixed_float16 / nn float32     (target <= 1.5)
+
+Run: ``python benchmarks/bench_train.py`` (``--quick`` skips the 784-4096-4096-10 model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import nn
+
+LR = 0.01
+
+
+# --- hand-written numpy float32 -------------------------------------------------------------------
+def numpy_params(sizes: list[int], rng: np.random.Generator) -> list[np.ndarray]:
+    params = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        params += [rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32),
+                   np.zeros(fan_out, np.float32)]
+    return params
+
+
+def numpy_step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
+    """Forward, softmax cross-entropy, backward, SGD: the straightforward float32 numpy code."""
+    n_layers = len(params) // 2
+    acts = [x]
+    h = x
+    for i in range(n_layers):
+        z = h @ params[2 * i] + params[2 * i + 1]
+        h = np.maximum(z, 0) if i < n_layers - 1 else z
+        acts.append(h)
+    logits = acts[-1]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(shifted)
+    s = e.sum(axis=1, keepdims=True)
+    rows = np.arange(len(y))
+    loss = float(np.mean(np.log(s[:, 0]) - shifted[rows, y]))
+    g = e / s
+    g[rows, y] -= 1
+    g /= len(y)
+    for i in reversed(range(n_layers)):
+        w = params[2 * i]
+        gw = acts[i].T @ g
+        gb = g.sum(axis=0)
+        if i > 0:
+            g = g @ w.T
+            g *= acts[i] > 0
+        w -= LR * gw
+        params[2 * i + 1] -= LR * gb
+    return loss
+
+
+# --- nn ---------------------------------------------------------------------------------------
+def nn_model(sizes: list[int], policy: str, seed: int) -> nn.Sequential:
+    with nn.policy_scope(policy):
+        layers = [nn.Dense(n, activation="relu", seed=seed + i) for i, n in enumerate(sizes[1:-1])]
+        model = nn.Sequential([*layers, nn.Dense(sizes[-1], seed=seed + 99)])
+        model(np.zeros((1, sizes[0]), np.float32))  # build
+    return model
+
+
+def nn_step(model: nn.Sequential, loss_fn: nn.losses.Loss, x: np.ndarray, y: np.ndarray) -> float:
+    variables = model.trainable_variables
+    for v in variables:
+        v.zero_grad()
+    loss = loss_fn(y, model(x, training=True))
+    loss.backward()
+    for v in variables:  # SGD on the fp32 master weights
+        v.data -= LR * v.grad.data
+    return loss.item()
+
+
+def bench(sizes: list[int], batch: int, repeats: int, seed: int = 0) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    x = rng.random((batch, sizes[0]), dtype=np.float32)
+    y = rng.integers(0, sizes[-1], batch)
+    loss_fn = nn.losses.SparseCategoricalCrossentropy(from_logits=True)
+    params = numpy_params(sizes, rng)
+    m32 = nn_model(sizes, "float32", seed)
+    m16 = nn_model(sizes, "mixed_float16", seed)
+    steps: dict[str, Callable[[], float]] = {
+        "numpy float32": lambda: numpy_step(params, x, y),
+        "nn float32": lambda: nn_step(m32, loss_fn, x, y),
+        "nn mixed_float16": lambda: nn_step(m16, loss_fn, x, y),
+    }
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for step in steps.values():  # warm-up (numba kernels load from cache or compile)
+        step()
+    for _ in range(repeats):
+        for k, step in steps.items():
+            t0 = time.perf_counter()
+            step()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="skip the 784-4096-4096-10 model")
+    parser.add_argument("--repeats", type=int, default=0, help="steps timed per variant")
+    args = parser.parse_args()
+    cases = [([64, 256, 256, 10], 256, 50), ([64, 256, 256, 10], 2048, 20)]
+    if not args.quick:
+        cases.append(([784, 4096, 4096, 10], 1024, 5))
+    header = (f"| {'model':<18} | {'batch':>5} | {'numpy f32 ms':>12} | {'nn f32 ms':>9} | "
+              f"{'nn mixed16 ms':>13} | {'nn f32 / numpy':>14} | {'mixed16 / f32':>13} |")
+    print(header)
+    print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
+    for sizes, batch, repeats in cases:
+        t = bench(sizes, batch, args.repeats or repeats)
+        a, b, c = t["numpy float32"], t["nn float32"], t["nn mixed_float16"]
+        print(f"| {'-'.join(map(str, sizes)):<18} | {batch:>5} | {a * 1e3:>12.2f} | "
+              f"{b * 1e3:>9.2f} | {c * 1e3:>13.2f} | {b / a:>14.2f} | {c / b:>13.2f} |")
+    print("targets: nn f32 / numpy <= 1.3, mixed16 / f32 <= 1.5 (medians; one process)")
+
+
+if __name__ == "__main__":
+    main()

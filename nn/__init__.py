@@ -1,0 +1,38 @@
+"""nn: a small autograd library whose every op rounds to its emulated fpsim format.
+
+Tensors carry float32 data plus the ``fpsim.Format`` their values lie in; every op rounds its
+output to its format and every gradient to the format of the tensor it belongs to. Layers
+follow Keras dtype policies ("float32", "mixed_float16", "mixed_bfloat16", "float16", ...).
+"""
+
+from nn.tensor import Tensor, Variable  # noqa: I001  (first: the engine and the ops build on it)
+from nn.autograd import Function, is_grad_enabled, no_grad
+from nn.policy import Policy, global_policy, policy_scope, set_global_policy
+from nn import functions, layers, losses, metrics
+from nn.layers import (
+    Activation,
+    Dense,
+    Dropout,
+    Flatten,
+    Layer,
+    ReLU,
+    Sequential,
+    set_random_seed,
+)
+
+__all__ = [
+    "Activation", "Dense", "Dropout", "Flatten", "Function", "Layer", "Policy", "ReLU",
+    "Sequential", "Tensor", "Variable", "functions", "global_policy", "is_grad_enabled",
+    "layers", "losses", "metrics", "no_grad", "policy_scope", "set_global_policy",
+    "set_random_seed",
+]
+
+# --- training, optimizers, loss scaling, datasets: import lines below this marker ---
+from nn import datasets, optimizers
+from nn.loss_scale import DynamicLossScale, GradScaler, LossScaleOptimizer
+from nn.optimizers import SGD, Adam, RMSprop
+
+__all__ += [
+    "SGD", "Adam", "DynamicLossScale", "GradScaler", "LossScaleOptimizer", "RMSprop",
+    "datasets", "optimizers",
+]

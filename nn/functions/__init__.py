@@ -1,0 +1,71 @@
+"""nn's ops: one ``Function`` subclass per op, forward and backward side by side, plus a
+functional wrapper for each (``nn.functions.add(a, b)``, ``nn.functions.softmax(x)``, ...).
+"""
+
+from nn.functions.activations import (
+    GELU,
+    Dropout,
+    LeakyReLU,
+    LogSoftmax,
+    ReLU,
+    ReLUGrad,
+    Sigmoid,
+    Softmax,
+    Tanh,
+    dropout,
+    gelu,
+    leaky_relu,
+    log_softmax,
+    relu,
+    relu_grad,
+    sigmoid,
+    softmax,
+    tanh,
+)
+from nn.functions.cast import Cast, cast
+from nn.functions.elementwise import (
+    Add,
+    Clip,
+    Div,
+    Erf,
+    Exp,
+    Log,
+    Mul,
+    Neg,
+    Pow,
+    Sqrt,
+    Sub,
+    add,
+    clip,
+    div,
+    erf,
+    exp,
+    log,
+    mul,
+    neg,
+    pow,
+    sqrt,
+    sub,
+)
+from nn.functions.linalg import Linear, MatMul, linear, matmul
+from nn.functions.reductions import Max, Mean, Sum, max, mean, sum
+from nn.functions.shape import (
+    BroadcastTo,
+    GetItem,
+    Reshape,
+    Transpose,
+    broadcast_to,
+    getitem,
+    reshape,
+    transpose,
+)
+
+__all__ = [
+    "GELU", "Add", "BroadcastTo", "Cast", "Clip", "Div", "Dropout", "Erf", "Exp", "GetItem",
+    "LeakyReLU", "Linear", "Log", "LogSoftmax", "MatMul", "Max", "Mean", "Mul", "Neg", "Pow",
+    "ReLU", "ReLUGrad", "Reshape", "Sigmoid", "Softmax", "Sqrt", "Sub", "Sum", "Tanh",
+    "Transpose", "add", "broadcast_to", "cast", "clip", "div", "dropout", "erf", "exp",
+    "gelu", "getitem", "leaky_relu", "linear", "log", "log_softmax", "matmul", "max", "mean",
+    "mul", "neg", "pow", "relu", "relu_grad", "reshape", "sigmoid", "softmax", "sqrt", "sub",
+    "sum", "tanh", "transpose",
+]

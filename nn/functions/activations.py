@@ -1,0 +1,223 @@
+"""Activations: relu, leaky_relu, sigmoid, tanh, gelu, softmax, log_softmax, and dropout.
+
+Elementwise activations compute in the carrier and round once to the input's format.
+softmax and log_softmax run in fp32 (max-shifted, the sums in fp32), forward and backward, and
+round their output once to the input's format -- so a softmax left inside an fp16 layer gives
+fp16 probabilities, while ``Activation("softmax", dtype="float32")`` gives fp32 ones.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from nn import _kernels, autograd
+from nn.autograd import Context, Function
+from nn.functions._common import constant, finish, widen
+from nn.functions.elementwise import erf
+from nn.tensor import Tensor
+
+
+class ReLU(Function):
+    """max(a, 0) (exact); backward is the fused ``relu_grad``."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
+        return np.maximum(a, 0)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return relu_grad(grad, ctx.output())
+
+
+class ReLUGrad(Function):
+    """g where y > 0 else 0 (exact: a selection) -- relu's backward, one numba pass."""
+
+    @staticmethod
+    def output_format(*fmts: Any, **params: Any) -> Any:
+        return fmts[0]
+
+    @staticmethod
+    def forward(ctx: Context, g: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if autograd.KERNELS_ENABLED and g.shape == y.shape and g.dtype == y.dtype:
+            g, y = np.ascontiguousarray(g), np.ascontiguousarray(y)
+            out = np.empty_like(g)
+            kernel = (_kernels.relu_grad_parallel if g.size >= _kernels.PARALLEL_MIN_SIZE
+                      else _kernels.relu_grad_serial)
+            kernel(g.reshape(-1), y.reshape(-1), out.reshape(-1))
+            return out
+        return np.where(y > 0, g, 0).astype(g.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None]:
+        return relu_grad(grad, ctx.inputs[1]), None
+
+
+class LeakyReLU(Function):
+    """a if a > 0 else alpha * a (rounded); d/da = 1 or alpha (alpha rounded to the format)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, alpha: float = 0.01) -> np.ndarray:
+        ctx.alpha = alpha
+        return finish(ctx, np.where(a > 0, a, a * a.dtype.type(alpha)), "LeakyReLU")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        a = ctx.inputs[0].data
+        return grad * constant(np.where(a > 0, 1.0, ctx.alpha), grad)
+
+
+class Sigmoid(Function):
+    """1 / (1 + exp(-a)), evaluated without overflow; d/da = s (1 - s)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
+        e = np.exp(-np.abs(a))
+        out = np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+        return finish(ctx, out, "Sigmoid")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        s = ctx.output()
+        return grad * (s * (1.0 - s))
+
+
+class Tanh(Function):
+    """tanh(a); d/da = 1 - tanh(a)^2."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
+        return finish(ctx, np.tanh(a), "Tanh")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        t = ctx.output()
+        return grad * (1.0 - t * t)
+
+
+class GELU(Function):
+    """a * Phi(a) with the exact normal CDF Phi(a) = (1 + erf(a / sqrt 2)) / 2.
+
+    d/da = Phi(a) + a * phi(a), phi(a) = exp(-a^2 / 2) / sqrt(2 pi).
+    """
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
+        cdf = np.empty_like(a, order="C")
+        _kernels.erf(np.ascontiguousarray(a).reshape(-1) * a.dtype.type(1 / math.sqrt(2)),
+                     cdf.reshape(-1))
+        return finish(ctx, a * (cdf + 1) * a.dtype.type(0.5), "GELU")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        a = ctx.inputs[0]
+        cdf = (erf(a * (1 / math.sqrt(2))) + 1.0) * 0.5
+        pdf = (a * a * -0.5).exp() * (1 / math.sqrt(2 * math.pi))
+        return grad * (cdf + a * pdf)
+
+
+def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    return m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+
+
+class Softmax(Function):
+    """exp(a - max) / sum, in fp32; backward s * (g - sum(g * s)) in fp32."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
+        ctx.axis = axis
+        e = np.exp(a - np.max(a, axis=axis, keepdims=True))
+        return finish(ctx, e / np.sum(e, axis=axis, keepdims=True), "Softmax")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        s, g = widen(ctx.output()), widen(grad)
+        return s * (g - (g * s).sum(axis=ctx.axis, keepdims=True))
+
+
+class LogSoftmax(Function):
+    """a - logsumexp(a), in fp32; backward g - exp(out) * sum(g) in fp32."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
+        ctx.axis = axis
+        return finish(ctx, a - _logsumexp(a, axis), "LogSoftmax")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        out, g = widen(ctx.output()), widen(grad)
+        return g - out.exp() * g.sum(axis=ctx.axis, keepdims=True)
+
+
+class Dropout(Function):
+    """a * mask * scale, one rounding; the backward is the same op on the gradient."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, mask: Any = None, scale: float = 1.0) -> np.ndarray:
+        ctx.mask, ctx.scale = mask, scale
+        return finish(ctx, a * (mask * a.dtype.type(scale)), "Dropout")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return Dropout.apply(grad, mask=ctx.mask, scale=ctx.scale)
+
+
+def relu(a: Tensor) -> Tensor:
+    return ReLU.apply(a)
+
+
+def relu_grad(g: Tensor, y: Tensor) -> Tensor:
+    """g masked by y > 0 (relu's backward as a tensor op)."""
+    return ReLUGrad.apply(g, y)
+
+
+def leaky_relu(a: Tensor, alpha: float = 0.01) -> Tensor:
+    return LeakyReLU.apply(a, alpha=float(alpha))
+
+
+def sigmoid(a: Tensor) -> Tensor:
+    return Sigmoid.apply(a)
+
+
+def tanh(a: Tensor) -> Tensor:
+    return Tanh.apply(a)
+
+
+def gelu(a: Tensor) -> Tensor:
+    return GELU.apply(a)
+
+
+def _check_axis(a: Tensor, axis: int) -> int:
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"axis {axis} is out of range for a tensor of shape {a.shape}")
+    return axis
+
+
+def softmax(a: Tensor, axis: int = -1) -> Tensor:
+    """Softmax along ``axis``, computed in fp32, rounded once to a's format."""
+    return Softmax.apply(a, axis=_check_axis(a, axis))
+
+
+def log_softmax(a: Tensor, axis: int = -1) -> Tensor:
+    """Log-softmax along ``axis``, computed in fp32, rounded once to a's format."""
+    return LogSoftmax.apply(a, axis=_check_axis(a, axis))
+
+
+def dropout(
+    a: Tensor, rate: float, rng: np.random.Generator | None = None, training: bool = True
+) -> Tensor:
+    """Zero each element with probability ``rate`` and scale the rest by 1 / (1 - rate).
+
+    Identity when not training or rate == 0.
+    """
+    if not 0 <= rate < 1:
+        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
+    if not training or rate == 0:
+        return a
+    rng = np.random.default_rng() if rng is None else rng
+    mask = (rng.random(a.shape) >= rate).astype(a.data.dtype)
+    return Dropout.apply(a, mask=mask, scale=1.0 / (1.0 - rate))

@@ -1,0 +1,44 @@
+"""``Cast``: move a tensor between formats (one rounding); its backward casts the gradient back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nn.autograd import Context, Function, needs_rounding, round_array
+from nn.policy import carrier_dtype, resolve_format
+from nn.tensor import Tensor
+
+
+class Cast(Function):
+    """y = round(x, fmt). Widening (fp16 -> fp32) is exact and shares the data.
+
+    Backward: the gradient (in ``fmt``) is handed back as is, and the engine's gradient rule
+    rounds it to x's format -- that rounding *is* the cast back (fp32 -> fp16 for the
+    gradient of logits cast up for an fp32 loss), done at x's monitor site.
+    """
+
+    @staticmethod
+    def output_format(*fmts: Any, fmt: Any = None) -> Any:
+        return fmt
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray, fmt: Any = None) -> np.ndarray:
+        carrier = carrier_dtype(ctx.fmt)
+        if x.dtype == carrier and not needs_rounding(ctx.inputs[0].fmt, ctx.fmt):
+            return x
+        return round_array(x.astype(carrier) if ctx.fmt is None else x, ctx.fmt,
+                           site=ctx.site("Cast"))
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return grad
+
+
+def cast(x: Tensor, fmt: Any) -> Tensor:
+    """``x`` in format ``fmt`` (a Format, a name, or "float64"); ``x`` itself if already there."""
+    target = resolve_format(fmt)
+    if target == x.fmt:
+        return x
+    return Cast.apply(x, fmt=target)

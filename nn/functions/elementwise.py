@@ -1,0 +1,214 @@
+"""Elementwise arithmetic: add, sub, mul, div, neg, pow, exp, log, sqrt, erf, clip.
+
+Each forward computes in the carrier (float32: correctly rounded for + - * / sqrt of values of
+any format with at most 11 significant bits, since 24 >= 2*11 + 2) and rounds once to the
+output format. Backwards are tensor ops, so their products round like any other op.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from nn import _kernels
+from nn.autograd import Context, Function
+from nn.functions._common import constant, finish
+from nn.tensor import Tensor
+
+
+class Add(Function):
+    """a + b (broadcasting); the engine sums each gradient back to its input's shape."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return finish(ctx, np.add(a, b), "Add")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        return grad, grad
+
+
+class Sub(Function):
+    """a - b."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return finish(ctx, np.subtract(a, b), "Sub")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        return grad, -grad
+
+
+class Mul(Function):
+    """a * b."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return finish(ctx, np.multiply(a, b), "Mul")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = ctx.inputs
+        return grad * b, grad * a
+
+
+class Div(Function):
+    """a / b; d/db = -(grad / b) * (a / b), reusing the rounded quotient."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return finish(ctx, np.divide(a, b), "Div")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        _, b = ctx.inputs
+        grad_a = grad / b
+        return grad_a, -(grad_a * ctx.output())
+
+
+class Neg(Function):
+    """-a (exact)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
+        return np.negative(a)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return -grad
+
+
+class Pow(Function):
+    """a ** p for a real number p; d/da = p * a ** (p - 1)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, exponent: float = 1.0) -> np.ndarray:
+        ctx.exponent = exponent
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return finish(ctx, np.power(a, a.dtype.type(exponent)), "Pow")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (a,) = ctx.inputs
+        p = ctx.exponent
+        return grad * (pow(a, p - 1.0) * p)
+
+
+class Exp(Function):
+    """exp(a); d/da = exp(a), the rounded output."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return finish(ctx, np.exp(a), "Exp")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return grad * ctx.output()
+
+
+class Log(Function):
+    """log(a); d/da = 1 / a."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return finish(ctx, np.log(a), "Log")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return grad / ctx.inputs[0]
+
+
+class Sqrt(Function):
+    """sqrt(a); d/da = 1 / (2 sqrt(a))."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return finish(ctx, np.sqrt(a), "Sqrt")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return grad / (ctx.output() * 2.0)
+
+
+class Erf(Function):
+    """erf(a) (numba kernel over math.erf); d/da = 2/sqrt(pi) * exp(-a^2)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
+        out = np.empty_like(a, order="C")
+        _kernels.erf(np.ascontiguousarray(a).reshape(-1), out.reshape(-1))
+        return finish(ctx, out, "Erf")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (a,) = ctx.inputs
+        return grad * ((-(a * a)).exp() * (2.0 / math.sqrt(math.pi)))
+
+
+class Clip(Function):
+    """clip(a, lo, hi), rounded; the gradient passes where lo <= a <= hi."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, lo: float = -np.inf, hi: float = np.inf) -> np.ndarray:
+        ctx.bounds = (lo, hi)
+        return finish(ctx, np.clip(a, lo, hi), "Clip")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        lo, hi = ctx.bounds
+        a = ctx.inputs[0].data
+        return grad * constant((a >= lo) & (a <= hi), grad)
+
+
+def add(a: Tensor, b: Tensor) -> Tensor:
+    return Add.apply(a, b)
+
+
+def sub(a: Tensor, b: Tensor) -> Tensor:
+    return Sub.apply(a, b)
+
+
+def mul(a: Tensor, b: Tensor) -> Tensor:
+    return Mul.apply(a, b)
+
+
+def div(a: Tensor, b: Tensor) -> Tensor:
+    return Div.apply(a, b)
+
+
+def neg(a: Tensor) -> Tensor:
+    return Neg.apply(a)
+
+
+def pow(a: Tensor, exponent: Any) -> Tensor:  # noqa: A001 (the op's name)
+    """a ** exponent, for a real-number exponent."""
+    if isinstance(exponent, Tensor) or not np.isscalar(exponent) or isinstance(exponent, bool):
+        raise TypeError(f"pow: the exponent must be a real number, got {exponent!r}")
+    return Pow.apply(a, exponent=float(exponent))
+
+
+def exp(a: Tensor) -> Tensor:
+    return Exp.apply(a)
+
+
+def log(a: Tensor) -> Tensor:
+    return Log.apply(a)
+
+
+def sqrt(a: Tensor) -> Tensor:
+    return Sqrt.apply(a)
+
+
+def erf(a: Tensor) -> Tensor:
+    return Erf.apply(a)
+
+
+def clip(a: Tensor, lo: float, hi: float) -> Tensor:
+    return Clip.apply(a, lo=lo, hi=hi)

@@ -1,0 +1,109 @@
+"""matmul and the fused dense op ``linear``: compute-format inputs, fp32 accumulation, one rounding.
+
+float32 BLAS on values of the compute format is the fp32-accumulating matrix unit (products
+of fp16/bf16 values are exact in fp32); the result is rounded once to the output format. In
+``linear`` the bias is added to the fp32 accumulator before that one rounding, and a relu
+activation rides in the same numba pass (``relu(round(v)) == round(relu(v))``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fpsim import FP32
+from nn import _kernels, autograd
+from nn.autograd import Context, Function, round_params, use_kernel
+from nn.functions._common import finish, widen
+from nn.functions.activations import relu_grad
+from nn.functions.reductions import sum as reduce_sum
+from nn.functions.shape import transpose
+from nn.tensor import Tensor
+
+_NO_BIAS = np.zeros(1, dtype=np.float32)
+_NO_ROUNDING = (0, 0, np.float32(0.0), 0, 0, 0)  # kernel constants when do_round is False
+
+
+def _swap_last(t: Tensor) -> Tensor:
+    axes = tuple(range(t.ndim - 2)) + (t.ndim - 1, t.ndim - 2)
+    return transpose(t, axes)
+
+
+class MatMul(Function):
+    """a @ b for tensors of >= 2 dimensions (leading dimensions broadcast)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return finish(ctx, np.matmul(a, b), "MatMul")
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = ctx.inputs
+        g = widen(grad)  # fp32 accumulation; the engine rounds each result to its input's format
+        return g @ _swap_last(widen(b)), _swap_last(widen(a)) @ g
+
+
+class Linear(Function):
+    """relu?(x @ w + b) for x (N, in), w (in, out), b (out,): one rounding of the fp32 sum."""
+
+    @staticmethod
+    def forward(
+        ctx: Context, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
+        relu: bool = False,
+    ) -> np.ndarray:
+        ctx.relu = relu
+        z = np.matmul(x, w)
+        if z.dtype == np.float32 and z.ndim == 2 and z.size > 0:
+            exact = ctx.fmt == FP32  # float32 needs no rounding: the kernel only fuses bias + relu
+            if (exact and autograd.KERNELS_ENABLED) or use_kernel(ctx.fmt):
+                bias = b if b is not None else _NO_BIAS
+                kernel = (_kernels.bias_act_round_parallel if z.size >= _kernels.PARALLEL_MIN_SIZE
+                          else _kernels.bias_act_round_serial)
+                p = _NO_ROUNDING if exact else round_params(ctx.fmt)
+                kernel(z, bias, b is not None, relu, not exact, p)
+                return z
+        if b is not None:
+            z += b
+        z = finish(ctx, z, "Linear")
+        return np.maximum(z, 0, out=z) if relu else z
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        x, w = ctx.inputs[:2]
+        gz = relu_grad(grad, ctx.output()) if ctx.relu else grad
+        g = widen(gz)
+        grads: tuple[Tensor | None, ...] = (g @ widen(w).T, widen(x).T @ g)
+        if len(ctx.inputs) == 3:
+            grads += (reduce_sum(gz, axis=0),)
+        return grads
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b: compute-format inputs, fp32 accumulation, one rounding to the output format."""
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(
+            f"matmul needs tensors of at least 2 dimensions, got shapes {a.shape} and {b.shape}"
+        )
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(
+            f"matmul: shapes {a.shape} and {b.shape} are not aligned "
+            f"({a.shape[-1]} (last dimension of a) != {b.shape[-2]} (second-to-last of b))"
+        )
+    return MatMul.apply(a, b)
+
+
+def linear(x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None) -> Tensor:
+    """The dense layer's op: ``relu?(x @ w + b)`` with a single rounding of the fp32 sum.
+
+    ``activation`` is None or "relu" (fused); anything else is applied by the caller.
+    """
+    if activation not in (None, "relu"):
+        raise ValueError(f"linear fuses only activation=None or 'relu', got {activation!r}")
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise ValueError(f"linear: input of shape {x.shape} does not fit a kernel of shape "
+                         f"{w.shape} (expected (batch, {w.shape[0] if w.ndim else '?'}))")
+    if b is not None and b.shape != (w.shape[1],):
+        raise ValueError(f"linear: bias of shape {b.shape}, expected ({w.shape[1]},)")
+    inputs = (x, w) if b is None else (x, w, b)
+    return Linear.apply(*inputs, relu=activation == "relu")

@@ -1,0 +1,112 @@
+"""Reductions: sum, mean, max. They run in fp32 and return FP32 (float64 under "float64").
+
+Summing fp16 values in fp32 is what hardware does (fp32 accumulators); the backward broadcasts
+the fp32 gradient, and the engine rounds it to the input's format.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from nn.autograd import Context, Function
+from nn.functions._common import constant
+from nn.functions.shape import broadcast_to, reshape
+from nn.policy import at_least_fp32
+from nn.tensor import Tensor
+
+Axis = int | tuple[int, ...] | None
+
+
+def _normalize(axis: Axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for ax in axes:
+        if not -ndim <= ax < builtins.max(ndim, 1):
+            raise ValueError(f"axis {ax} is out of range for a tensor with {ndim} dimensions")
+        out.append(int(ax) % builtins.max(ndim, 1))
+    return tuple(sorted(set(out)))
+
+
+def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+class _Reduction(Function):
+    @staticmethod
+    def output_format(*fmts: Any, **params: Any) -> Any:
+        return at_least_fp32(fmts[0])
+
+
+class Sum(_Reduction):
+    """sum over ``axes`` in fp32; backward broadcasts the gradient."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, axes: tuple = (), keepdims: bool = False
+                ) -> np.ndarray:
+        ctx.kept = _kept_shape(a.shape, axes)
+        return np.asarray(np.sum(a, axis=axes, keepdims=keepdims))
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return broadcast_to(reshape(grad, ctx.kept), ctx.inputs[0].shape)
+
+
+class Mean(_Reduction):
+    """mean over ``axes`` in fp32; backward broadcasts grad / n."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, axes: tuple = (), keepdims: bool = False
+                ) -> np.ndarray:
+        ctx.kept = _kept_shape(a.shape, axes)
+        ctx.count = int(np.prod([a.shape[i] for i in axes])) if axes else 1
+        return np.asarray(np.mean(a, axis=axes, keepdims=keepdims)) if a.size else np.asarray(
+            np.nan, dtype=a.dtype
+        )
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return broadcast_to(reshape(grad / float(ctx.count), ctx.kept), ctx.inputs[0].shape)
+
+
+class Max(_Reduction):
+    """max over ``axes``; the gradient is shared equally by the tied maxima."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, axes: tuple = (), keepdims: bool = False
+                ) -> np.ndarray:
+        ctx.kept = _kept_shape(a.shape, axes)
+        return np.asarray(np.max(a, axis=axes, keepdims=keepdims)).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        a = ctx.inputs[0]
+        hit = a.data == ctx.out.reshape(ctx.kept)
+        count = hit.sum(axis=tuple(i for i, n in enumerate(ctx.kept) if n == 1), keepdims=True)
+        g = broadcast_to(reshape(grad, ctx.kept), a.shape)
+        return (g * constant(hit, g)) / constant(count, g)
+
+
+def _reduce(cls: type, a: Tensor, axis: Axis, keepdims: bool) -> Tensor:
+    if a.size == 0 and cls is Max:
+        raise ValueError("max of an empty tensor")
+    return cls.apply(a, axes=_normalize(axis, a.ndim), keepdims=bool(keepdims))
+
+
+def sum(a: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Sum in fp32 (FP32 result; float64 under "float64")."""
+    return _reduce(Sum, a, axis, keepdims)
+
+
+def mean(a: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Mean in fp32 (FP32 result)."""
+    return _reduce(Mean, a, axis, keepdims)
+
+
+def max(a: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Maximum (exact), returned in FP32 like the other reductions."""
+    return _reduce(Max, a, axis, keepdims)

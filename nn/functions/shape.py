@@ -1,0 +1,95 @@
+"""Shape ops: reshape, transpose, broadcast_to, indexing. Exact: they move values, never round."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nn.autograd import Context, Function
+from nn.tensor import Tensor
+
+
+class Reshape(Function):
+    """The same values in a new shape."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, shape: tuple = ()) -> np.ndarray:
+        try:
+            return a.reshape(shape)
+        except ValueError:
+            raise ValueError(f"cannot reshape a tensor of shape {a.shape} into {shape}") from None
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return reshape(grad, ctx.inputs[0].shape)
+
+
+class Transpose(Function):
+    """Axes permuted (reversed when ``axes`` is None); backward applies the inverse permutation."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, axes: Any = None) -> np.ndarray:
+        ctx.axes = tuple(range(a.ndim))[::-1] if axes is None else tuple(axes)
+        if sorted(a_ % max(a.ndim, 1) for a_ in ctx.axes) != list(range(a.ndim)):
+            raise ValueError(f"axes {axes} are not a permutation of a {a.ndim}-d tensor's axes")
+        return np.transpose(a, ctx.axes)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return transpose(grad, tuple(np.argsort(ctx.axes)))
+
+
+class BroadcastTo(Function):
+    """A read-only broadcast view; the engine sums the gradient back to the input's shape."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, shape: tuple = ()) -> np.ndarray:
+        try:
+            return np.broadcast_to(a, shape)
+        except ValueError:
+            raise ValueError(f"cannot broadcast a tensor of shape {a.shape} to {shape}") from None
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return grad
+
+
+class GetItem(Function):
+    """a[index] (basic or integer-array indexing); backward scatter-adds into zeros (fp32 sums)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, index: Any = None) -> np.ndarray:
+        ctx.index = index
+        return np.asarray(a[index])
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        a = ctx.inputs[0]
+        full = np.zeros(a.shape, dtype=grad.data.dtype)
+        np.add.at(full, ctx.index, grad.data)
+        return Tensor._make(full, grad.fmt)
+
+
+def reshape(a: Tensor, shape: Any) -> Tensor:
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+    if shape == a.shape:
+        return a
+    return Reshape.apply(a, shape=shape)
+
+
+def transpose(a: Tensor, axes: Any = None) -> Tensor:
+    return Transpose.apply(a, axes=axes)
+
+
+def broadcast_to(a: Tensor, shape: Any) -> Tensor:
+    shape = tuple(int(n) for n in shape)
+    if shape == a.shape:
+        return a
+    return BroadcastTo.apply(a, shape=shape)
+
+
+def getitem(a: Tensor, index: Any) -> Tensor:
+    if isinstance(index, Tensor):
+        index = index.data
+    return GetItem.apply(a, index=index)

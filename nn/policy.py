@@ -1,0 +1,210 @@
+"""Dtype policies (Keras names) and the small format algebra nn's ops rely on.
+
+A policy says in which format a layer computes and in which format it keeps its variables:
+
+=====================  ==================  ==================
+policy name            compute_format      variable_format
+=====================  ==================  ==================
+``"float32"``          FP32                FP32
+``"float64"``          None (float64)      None (float64)
+``"mixed_float16"``    FP16                FP32 (master weights)
+``"mixed_bfloat16"``   BF16                FP32
+``"float16"``          FP16                FP16
+``"bfloat16"``         BF16                BF16
+``"mixed_<fmt>"``      get_format(fmt)     FP32 (e.g. ``"mixed_e4m3fn"``)
+``"<fmt>"``            get_format(fmt)     get_format(fmt) (any other fpsim format name)
+=====================  ==================  ==================
+
+``None`` stands for the float64 carrier with no rounding at all: it exists so that gradients
+can be checked against float64 central differences.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+
+import fpsim
+from fpsim import FP32, Format
+
+# ``None`` as a format means "float64 carrier, never rounded".
+FormatLike = Format | str | None
+
+_FLOAT64_NAMES = ("float64", "fp64", "f64", "double")
+
+
+def resolve_format(fmt: FormatLike) -> Format | None:
+    """A Format (or None for the float64 carrier) from a Format, a name/alias, or None.
+
+    >>> resolve_format("fp16").name, resolve_format("float64")
+    ('float16', None)
+    """
+    if fmt is None or isinstance(fmt, Format):
+        return fmt
+    if isinstance(fmt, str) and fmt.strip().lower() in _FLOAT64_NAMES:
+        return None
+    return fpsim.get_format(fmt)
+
+
+def format_name(fmt: Format | None) -> str:
+    """The display name of a format; "float64" for the float64 carrier."""
+    return "float64" if fmt is None else fmt.name
+
+
+def carrier_dtype(fmt: Format | None) -> np.dtype:
+    """The numpy dtype that carries values of ``fmt``: float64 for None, float32 otherwise."""
+    return np.dtype(np.float64) if fmt is None else np.dtype(np.float32)
+
+
+def contains(wide: Format | None, narrow: Format | None) -> bool:
+    """True if every value of ``narrow`` is a value of ``wide`` (so widening is exact)."""
+    if wide is None:
+        return True
+    if narrow is None:
+        return False
+    if wide == narrow or wide == FP32:
+        return True
+    lowest = wide.emin - wide.mantissa_bits  # log2 of the smallest quantum
+    return (
+        wide.mantissa_bits >= narrow.mantissa_bits
+        and wide.emax >= narrow.emax
+        and wide.max >= narrow.max
+        and lowest <= narrow.emin - narrow.mantissa_bits
+        and (wide.subnormals or not narrow.subnormals)
+        and (wide.inf or not narrow.inf)
+    )
+
+
+def promote(a: Format | None, b: Format | None) -> Format | None:
+    """The format of an op on operands in ``a`` and ``b``: the one containing the other, else FP32.
+
+    >>> promote(fpsim.FP16, fpsim.FP32).name, promote(fpsim.FP16, fpsim.BF16).name
+    ('float32', 'float32')
+    """
+    if a == b:
+        return a
+    if contains(a, b):
+        return a
+    if contains(b, a):
+        return b
+    return FP32
+
+
+def at_least_fp32(fmt: Format | None) -> Format | None:
+    """The format fp32-only work (softmax, reductions, losses) runs in: FP32, or None (float64)."""
+    return None if fmt is None else FP32
+
+
+class Policy:
+    """A dtype policy: the compute format of a layer's ops and the format of its variables.
+
+    >>> p = Policy("mixed_float16")
+    >>> p.compute_format.name, p.variable_format.name
+    ('float16', 'float32')
+
+    Unknown names raise ``ValueError`` listing the valid forms.
+    """
+
+    def __init__(self, name: str) -> None:
+        if isinstance(name, Policy):
+            name = name.name
+        if not isinstance(name, str):
+            raise TypeError(f"a policy name must be a string, got {name!r}")
+        key = name.strip().lower()
+        self._name = key
+        self._compute, self._variable = _parse(key)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def compute_format(self) -> Format | None:
+        """The format every op of a layer under this policy rounds its output to."""
+        return self._compute
+
+    @property
+    def variable_format(self) -> Format | None:
+        """The format variables (master weights) are stored and updated in."""
+        return self._variable
+
+    @property
+    def is_mixed(self) -> bool:
+        return self._compute != self._variable
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            try:
+                other = Policy(other)
+            except ValueError:
+                return False
+        if not isinstance(other, Policy):
+            return NotImplemented
+        return (self._compute, self._variable) == (other._compute, other._variable)
+
+    def __hash__(self) -> int:
+        return hash((self._compute, self._variable))
+
+    def __repr__(self) -> str:
+        return (
+            f'<Policy "{self._name}": compute {format_name(self._compute)}, '
+            f"variables {format_name(self._variable)}>"
+        )
+
+
+def _parse(key: str) -> tuple[Format | None, Format | None]:
+    if key in _FLOAT64_NAMES:
+        return None, None
+    try:
+        if key.startswith("mixed_"):
+            return fpsim.get_format(key[len("mixed_"):]), FP32
+        fmt = fpsim.get_format(key)
+        return fmt, fmt
+    except ValueError:
+        raise ValueError(
+            f"unknown policy {key!r}; valid forms: 'float32', 'float64', 'mixed_float16', "
+            "'mixed_bfloat16', 'float16', 'bfloat16', 'mixed_<format>' or '<format>' where "
+            f"<format> is one of: {', '.join(fpsim.known_names())}"
+        ) from None
+
+
+_GLOBAL = [Policy("float32")]
+
+
+def as_policy(policy: Policy | str | None) -> Policy:
+    """A Policy from a Policy, a policy name, or None (the current global policy)."""
+    if policy is None:
+        return _GLOBAL[-1]
+    return policy if isinstance(policy, Policy) else Policy(policy)
+
+
+def global_policy() -> Policy:
+    """The policy layers created now without ``dtype=`` will use (initially "float32")."""
+    return _GLOBAL[-1]
+
+
+def set_global_policy(policy: Policy | str | None) -> None:
+    """Set the global policy (None resets it to "float32"), as ``keras.mixed_precision`` does."""
+    _GLOBAL[-1] = Policy("float32") if policy is None else as_policy(policy)
+
+
+@contextlib.contextmanager
+def policy_scope(policy: Policy | str) -> Iterator[Policy]:
+    """Set the global policy inside a ``with`` block and restore the previous one afterwards.
+
+    >>> with policy_scope("mixed_float16") as p:
+    ...     p.compute_format.name
+    'float16'
+    """
+    _GLOBAL.append(as_policy(policy))
+    try:
+        yield _GLOBAL[-1]
+    finally:
+        _GLOBAL.pop()
+
+
+def default_tensor_format() -> Format | None:
+    """The format of a Tensor made without ``fmt=``: FP32, or float64 under the float64 policy."""
+    return None if global_policy().compute_format is None else FP32

@@ -1,0 +1,288 @@
+"""``Tensor``: a float32 carrier array plus the fpsim Format its values lie in; ``Variable``.
+
+A Tensor's ``data`` is float32 (float64 under the "float64" policy, whose ``fmt`` is None) and
+every value of it is exactly representable in ``fmt``. Arithmetic goes through the ops in
+``nn.functions``: each rounds its output to its format (the promotion of its operands'
+formats); a Python number or numpy array operand takes the Tensor's format ("weak" scalars,
+as in PyTorch), so ``t * 0.1`` multiplies by fp16's 0.1 when ``t`` is fp16.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fpsim import FP32, Format
+from nn.policy import (
+    FormatLike,
+    carrier_dtype,
+    default_tensor_format,
+    format_name,
+    global_policy,
+    resolve_format,
+)
+
+if TYPE_CHECKING:
+    from nn.autograd import Context
+
+
+def as_float_array(data: Any, what: str = "data") -> np.ndarray:
+    """``data`` as a numeric numpy array, or a TypeError naming its dtype."""
+    arr = data.data if isinstance(data, Tensor) else np.asarray(data)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{what} must be real numbers (float, int or bool), got an array of dtype {arr.dtype}"
+        )
+    return arr
+
+
+class Tensor:
+    """An array whose values lie in ``fmt``, with autograd.
+
+    >>> t = Tensor([1e-8, 70000.0], fmt="fp16")
+    >>> t
+    Tensor([0., inf], fmt=float16)
+
+    ``fmt`` is a Format, a format name, ``"float64"``/None (float64 carrier, never rounded) or
+    ``"auto"``: FP32, or float64 under the "float64" policy. The data are copied and rounded to
+    ``fmt`` (nearest-even).
+    """
+
+    __array_priority__ = 1000.0  # ndarray (op) Tensor defers to the Tensor's reflected operator
+
+    def __init__(
+        self,
+        data: Any,
+        fmt: FormatLike = "auto",
+        requires_grad: bool = False,
+        name: str | None = None,
+    ) -> None:
+        fmt = default_tensor_format() if fmt == "auto" else resolve_format(fmt)
+        arr = as_float_array(data)
+        self.data = _rounded_copy(arr, fmt)
+        self.fmt: Format | None = fmt
+        self.requires_grad = bool(requires_grad)
+        self.grad: Tensor | None = None
+        self.name = name
+        self.grad_site: str | None = None
+        self._op: type | None = None
+        self._ctx: Context | None = None
+
+    @classmethod
+    def _make(
+        cls, data: np.ndarray, fmt: Format | None, op: type | None = None, ctx: Any = None
+    ) -> Tensor:
+        """A Tensor over ``data`` as is (already rounded to ``fmt``); the ops' fast path."""
+        t = object.__new__(Tensor)
+        t.data = data
+        t.fmt = fmt
+        t.requires_grad = op is not None
+        t.grad = None
+        t.name = None
+        t.grad_site = None
+        t._op = op
+        t._ctx = ctx
+        return t
+
+    # --- array-like properties ----------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The carrier dtype (float32, or float64 for the float64 policy)."""
+        return self.data.dtype
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ctx is None
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the values (in the carrier dtype)."""
+        return self.data.copy()
+
+    def item(self) -> float:
+        return float(self.data.reshape(-1)[0]) if self.size == 1 else float(self.data.item())
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, separator=", ", prefix="Tensor(")
+        extra = f", grad_fn={self._op.__name__}" if self._op is not None else ""
+        if self.requires_grad and self._op is None:
+            extra = ", requires_grad=True"
+        return f"Tensor({body}, fmt={format_name(self.fmt)}{extra})"
+
+    # --- autograd -------------------------------------------------------------------------------
+    def backward(self, grad: Any = None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see nn.autograd.backward)."""
+        _autograd.backward(self, grad)
+
+    def detach(self) -> Tensor:
+        """The same values without history."""
+        return Tensor._make(self.data, self.fmt)
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    # --- operators ------------------------------------------------------------------------------
+    def _lift(self, other: Any) -> Tensor:
+        """A non-Tensor operand as a Tensor in this tensor's format (weak scalar)."""
+        if isinstance(other, Tensor):
+            return other
+        arr = as_float_array(other, "operand")
+        return Tensor._make(_rounded_copy(arr, self.fmt), self.fmt)
+
+    def __add__(self, other: Any) -> Tensor:
+        return F.add(self, self._lift(other))
+
+    def __radd__(self, other: Any) -> Tensor:
+        return F.add(self._lift(other), self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return F.sub(self, self._lift(other))
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return F.sub(self._lift(other), self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return F.mul(self, self._lift(other))
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return F.mul(self._lift(other), self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return F.div(self, self._lift(other))
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return F.div(self._lift(other), self)
+
+    def __neg__(self) -> Tensor:
+        return F.neg(self)
+
+    def __pow__(self, exponent: float) -> Tensor:
+        return F.pow(self, exponent)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return F.matmul(self, self._lift(other))
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return F.matmul(self._lift(other), self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return F.getitem(self, index)
+
+    # --- methods ----------------------------------------------------------------------------------
+    def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        return F.sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        return F.mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        return F.max(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return F.reshape(self, shape)
+
+    def transpose(self, *axes: int) -> Tensor:
+        return F.transpose(self, axes if axes else None)
+
+    @property
+    def T(self) -> Tensor:
+        return F.transpose(self, None)
+
+    def exp(self) -> Tensor:
+        return F.exp(self)
+
+    def log(self) -> Tensor:
+        return F.log(self)
+
+    def sqrt(self) -> Tensor:
+        return F.sqrt(self)
+
+    def relu(self) -> Tensor:
+        return F.relu(self)
+
+    def sigmoid(self) -> Tensor:
+        return F.sigmoid(self)
+
+    def tanh(self) -> Tensor:
+        return F.tanh(self)
+
+    def cast(self, fmt: FormatLike) -> Tensor:
+        """This tensor in another format (the Cast op; its backward casts the gradient back)."""
+        return F.cast(self, fmt)
+
+
+class Variable(Tensor):
+    """A trainable value (master weight): ``data`` is updated in place by optimizers.
+
+    ``fmt`` is the variable format (FP32 under the mixed policies, FP16 under "float16");
+    ``.grad`` after backward is a Tensor in that format (the compute-format gradient widened,
+    which is exact), accumulated over backward calls until ``zero_grad()``.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        fmt: FormatLike = "auto",
+        name: str | None = None,
+        trainable: bool = True,
+    ) -> None:
+        if fmt == "auto":
+            fmt = global_policy().variable_format
+        super().__init__(data, fmt=fmt, requires_grad=trainable, name=name)
+        self.trainable = bool(trainable)
+        self.grad_site = f"{name}/grad" if name else None
+
+    def assign(self, values: Any) -> None:
+        """Write ``values`` (rounded to ``fmt``) into ``data`` in place; the shape must match."""
+        arr = as_float_array(values, "values")
+        if arr.shape != self.shape:
+            raise ValueError(
+                f"cannot assign values of shape {arr.shape} to variable {self.name!r} of shape "
+                f"{self.shape}"
+            )
+        np.copyto(self.data, _rounded_copy(arr, self.fmt))
+
+    def assign_add(self, delta: Any) -> None:
+        """data = round(data + delta) in place (the sum in the carrier, one rounding to fmt)."""
+        self.assign(self.data + as_float_array(delta, "delta"))
+
+    def assign_sub(self, delta: Any) -> None:
+        """data = round(data - delta) in place (the difference in the carrier, one rounding)."""
+        self.assign(self.data - as_float_array(delta, "delta"))
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, separator=", ", prefix="Variable(")
+        return f"Variable({body}, fmt={format_name(self.fmt)}, name={self.name!r})"
+
+    # variables are leaves: hashing by identity lets them key dicts (optimizer slots)
+    __hash__ = object.__hash__
+
+
+def _rounded_copy(arr: np.ndarray, fmt: Format | None) -> np.ndarray:
+    """A fresh carrier array holding ``arr`` rounded to ``fmt``."""
+    carrier = carrier_dtype(fmt)
+    if arr.dtype == np.float64 and carrier == np.float32 and fmt != FP32:
+        return _autograd.round_array(arr, fmt)  # once from the float64 bits
+    out = np.array(arr, dtype=carrier, copy=True)
+    return _autograd.round_array(out, fmt, out=out)
+
+
+from nn import autograd as _autograd  # noqa: E402  (the engine needs Tensor defined first)
+from nn import functions as F  # noqa: E402
