@@ -1,24 +1,29 @@
 """numba kernels: rounding on the integer view of the float32 / float64 carrier.
 
 Kernels only: no validation, no API logic. The caller (fpsim.quantize) validates, picks the
-carrier, and packs the format's constants into two tuples:
+carrier, and packs the format's constants into two tuples of ints:
 
 - carrier ``c = (CM, CBIAS, ABS_MASK, INF_BITS, NAN_BITS, SIGN_MASK)``: float32 is
   ``(23, 127, 0x7FFFFFFF, 0x7F800000, ...)``, float64 ``(52, 1023, ...)``;
-- format ``f = (M, EMIN, SUBNORMALS, MAX_BITS, MIN_NORMAL_BITS, OVERFLOW, HAS_INF, NO_NEG_ZERO)``
-  where MAX_BITS and MIN_NORMAL_BITS are the carrier bit patterns of the format's max and
-  smallest normal, and OVERFLOW is 0 = inf, 1 = saturate, 2 = nan.
+- format ``f = (M, EMIN, SUBNORMALS, MAX_BITS, MIN_NORMAL_BITS, OVER_BITS, HAS_INF,
+  NO_NEG_ZERO, Q_BITS, HALF_Q_BITS)``: the mantissa bits, smallest normal exponent and flags of
+  the format, and the carrier bit patterns of its max, smallest normal, of what an overflow
+  becomes (inf, max or NaN), of the smallest subnormal 2^q and of half of it.
 
-A non-negative carrier value is ``S|EEEEEEEE|MMMMMMMMMMMMMMMMMMMMMMM`` (float32); its magnitude
-bits ``a`` are monotone in the value and, within one binade, linear in it. So rounding the value
-to a multiple of ``2^q`` is rounding ``a`` to a multiple of ``2^s``, ``s = q - (e - CM)``, and a
+A non-negative carrier value ``0|EEEEEEEE|MMMMMMMMMMMMMMMMMMMMMMM`` (float32) has magnitude bits
+``a`` that are monotone in the value and, within one binade, linear in it. So rounding the value
+to a multiple of the format's spacing ``2^q`` is rounding ``a`` to a multiple of ``2^s``, and a
 carry out of the mantissa correctly bumps the exponent field:
 
-    a = EEEEEEEE|MMMMMMMMMMMM|rrrrrrrrrrr     kept = a >> s, rem = a & (2^s - 1)
-                 kept bits    s dropped bits  guard = top bit of rem, sticky = the rest
+    a = EEEEEEEE|MMMMMMMMMM|grrrrrrrrrrrr      s = CM - M (+ how far below the normal range)
+                  kept      g = guard bit, r.. = round and sticky bits (the s dropped bits)
 
-When ``s > CM`` the value lies below half the target quantum's binade (deep under the smallest
-subnormal); then ``kept = 0`` and ``rem`` is the significand with its hidden bit.
+Each mode is then "add something below the kept bits, then clear them" (add half - 1 + lsb for
+ties-to-even, half for ties-away, all ones for away-from-zero, uniform random bits for
+stochastic). Below the smallest subnormal (``a < Q_BITS``) the result is 0 or 2^q.
+
+One kernel per mode: the mode is a compile-time constant there, so the per-element code is
+branch-free and LLVM vectorizes it.
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ from numba import njit, prange
 
 # Mode codes: the order of fpsim.rounding.RoundingMode.
 NEAREST_EVEN, NEAREST_AWAY, TOWARD_ZERO, UP, DOWN, ODD, STOCHASTIC = range(7)
-OVERFLOW_INF, OVERFLOW_SATURATE, OVERFLOW_NAN = range(3)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -36,100 +40,107 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 
 
 @njit(inline="always")
-def _splitmix64(seed, i):
-    """A counter-based uniform 64-bit draw for element i: reproducible whatever the threads."""
-    z = seed + np.uint64(i + 1) * _GOLDEN
+def _uniform_bits(seed, i):
+    """56 uniform random bits for element i (splitmix64 of a counter): thread-independent."""
+    z = np.uint64(seed) + np.uint64(i + 1) * _GOLDEN
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
-    return z ^ (z >> np.uint64(31))
+    return np.int64((z ^ (z >> np.uint64(31))) >> np.uint64(8))
 
 
 @njit(inline="always")
-def _round_up(kept, rem, half, s, negative, mode, seed, i):
-    """1 if the magnitude kept + rem/2^s goes up to kept + 1 under the mode, else 0."""
-    if mode == NEAREST_EVEN:
-        return 1 if (rem > half or (rem == half and (kept & 1) == 1)) and rem != 0 else 0
-    if mode == NEAREST_AWAY:
-        return 1 if rem >= half and rem != 0 else 0
+def _round_magnitude(a, s, negative, mode, u, CM, M, EMIN, CBIAS):
+    """The magnitude bits ``a`` rounded to a multiple of 2^s (0 <= s <= CM) under the mode.
+
+    ``lsb`` is the last bit of the format's code for the kept part. For s < CM it is the
+    lowest kept carrier bit. At s == CM the kept bits are the carrier's exponent field: with
+    M > 0 the value lies in [2^q, 2^(q+1)) and its code is ...0001 (odd); with M == 0 the
+    code's last bit is the format's exponent field's, eb - CBIAS + bias.
+    """
+    mask = (np.int64(1) << s) - 1
+    parity_shift = (1 - EMIN - CBIAS) if M == 0 else 0
+    lsb = (((a >> s) + parity_shift) | np.int64(s >= CM and M > 0)) & 1
+    if mode == NEAREST_EVEN:  # add half - 1, plus 1 if the kept significand is odd
+        return (a + (((mask >> 1) + lsb) & mask)) & ~mask
+    if mode == NEAREST_AWAY:  # add half
+        return (a + (((mask >> 1) + 1) & mask)) & ~mask
     if mode == TOWARD_ZERO:
-        return 0
+        return a & ~mask
     if mode == UP:
-        return 1 if rem != 0 and not negative else 0
+        return (a + (0 if negative else mask)) & ~mask
     if mode == DOWN:
-        return 1 if rem != 0 and negative else 0
+        return (a + (mask if negative else 0)) & ~mask
+    if mode == ODD:  # truncate; if anything was dropped and the kept part is even, add 1
+        return (a & ~mask) | (np.int64(((a & mask) != 0) and lsb == 0) << s)
+    return (a + (u & mask)) & ~mask  # stochastic: carries with probability rem / 2^s
+
+
+@njit(inline="always")
+def _tiny_goes_up(a, eb, s, negative, mode, u, half_q_bits, CM):
+    """For 0 <= value < 2^q (smallest subnormal): does it round up to 2^q?"""
+    if mode == NEAREST_EVEN:
+        return a > half_q_bits  # the tie at 2^(q-1) goes to the even 0
+    if mode == NEAREST_AWAY:
+        return a >= half_q_bits
+    if mode == TOWARD_ZERO:
+        return False
+    if mode == UP:
+        return a != 0 and not negative
+    if mode == DOWN:
+        return a != 0 and negative
     if mode == ODD:
-        return 1 if rem != 0 and (kept & 1) == 0 else 0
-    # STOCHASTIC: draw u uniformly from [0, 2^s); P(u < rem) = rem / 2^s exactly.
-    if rem == 0:
-        return 0
-    u = np.int64(_splitmix64(seed, i) >> np.uint64(64 - s))
-    return 1 if u < rem else 0
+        return a != 0
+    # stochastic: value = sig * 2^(e - CM) and 2^q = 2^(s + e - CM); P(up) = sig / 2^s, where
+    # s > CM + 1 may be clamped to CM + 2 (sig < 2^(CM + 1) keeps P(up) = 0 up to 2^-(CM + 2))
+    st = min(s, CM + 2)
+    sig = (a & ((np.int64(1) << CM) - 1)) | (np.int64(eb > 0) << CM)
+    return (u & ((np.int64(1) << st) - 1)) < sig
 
 
 @njit(inline="always")
 def _round_bits(bits, mode, seed, i, c, f):
-    """The carrier bit pattern of ``bits``'s value rounded to the format (all cases)."""
+    """The carrier bit pattern (int64) of ``bits``'s value rounded to the format."""
     CM, CBIAS, ABS_MASK, INF_BITS, NAN_BITS, SIGN_MASK = c
-    M, EMIN, SUBNORMALS, MAX_BITS, MIN_NORMAL_BITS, OVERFLOW, HAS_INF, NO_NEG_ZERO = f
-    a = bits & ABS_MASK
+    (M, EMIN, SUBNORMALS, MAX_BITS, MIN_NORMAL_BITS, OVER_BITS, HAS_INF, NO_NEG_ZERO,
+     Q_BITS, HALF_Q_BITS) = f
+    a_in = bits & ABS_MASK
+    a = min(a_in, INF_BITS)  # NaN payloads must not carry out of the int64 when rounded
     sign = bits & SIGN_MASK
     negative = sign != 0
-    if a >= INF_BITS:
-        if a > INF_BITS or HAS_INF:  # NaN stays NaN; inf stays inf where the format has it
-            return bits
-        return NAN_BITS if OVERFLOW == OVERFLOW_NAN else sign | MAX_BITS
-
+    u = _uniform_bits(seed, i) if mode == STOCHASTIC else np.int64(0)
     eb = a >> CM
-    e = max(eb, 1) - CBIAS
-    q = (max(e, EMIN) if SUBNORMALS else e) - M
-    s = q - e + CM
-    if s <= CM:
-        rem = a & ((np.int64(1) << s) - 1)
-        kept = a >> s
-        half = (np.int64(1) << s) >> 1
-        r = (kept + _round_up(kept, rem, half, s, negative, mode, seed, i)) << s
+    # dropped bits: CM - M, plus the distance below the normal range (subnormal spacing)
+    s = CM - M + (max(EMIN + CBIAS - max(eb, 1), 0) if SUBNORMALS else 0)
+    r = _round_magnitude(a, min(s, CM), negative, mode, u, CM, M, EMIN, CBIAS)
+    if SUBNORMALS:
+        up = _tiny_goes_up(a, eb, s, negative, mode, u, HALF_Q_BITS, CM)
+        r = r if a >= Q_BITS else (Q_BITS if up else 0)
     else:
-        s = min(s, CM + 2)
-        sig = (a & ((np.int64(1) << CM) - 1)) | (np.int64(eb > 0) << CM)
-        up = _round_up(0, sig, np.int64(1) << (s - 1), s, negative, mode, seed, i)
-        # the carrier bits of 2^q, which may be a carrier subnormal
-        quantum = (q + CBIAS) << CM if q >= 1 - CBIAS else np.int64(1) << (q - 1 + CBIAS + CM)
-        r = quantum if up else 0
-
-    if r > MAX_BITS:
-        toward_zero = mode == TOWARD_ZERO or (mode == DOWN and not negative) or (
-            mode == UP and negative
+        r = 0 if r < MIN_NORMAL_BITS else r  # flush to zero after rounding
+    if NO_NEG_ZERO:
+        sign = 0 if r == 0 else sign
+    res = sign | r
+    if r > MAX_BITS:  # overflow, or an inf/NaN input
+        toward_zero = (
+            mode == TOWARD_ZERO or (mode == DOWN and not negative) or (mode == UP and negative)
         )
-        if toward_zero or OVERFLOW == OVERFLOW_SATURATE:
-            r = MAX_BITS
-        elif OVERFLOW == OVERFLOW_NAN:
-            return NAN_BITS
-        else:
-            r = INF_BITS
-    if not SUBNORMALS and r < MIN_NORMAL_BITS:
-        r = 0
-    if r == 0 and NO_NEG_ZERO:
-        return r
-    return sign | r
+        res = sign | (MAX_BITS if toward_zero else OVER_BITS)
+        if a_in >= INF_BITS:  # NaN stays NaN; inf stays inf if the format has inf, else policy
+            res = bits if (a_in > INF_BITS or HAS_INF) else sign | OVER_BITS
+    return res
 
 
-@njit(parallel=True, cache=True)
-def round_into(src, dst, mode, seed, c, f):
-    """dst[i] = bits of src[i] rounded to the format; src and dst are 1-D int32/int64 views."""
+@njit(inline="always")
+def _round_loop(src, dst, mode, seed, c, f):
     for i in prange(src.size):
         dst[i] = _round_bits(np.int64(src[i]), mode, seed, i, c, f)
 
 
-@njit(parallel=True, cache=True)
-def round_into_counting(src, dst, mode, seed, c, f):
-    """round_into, also counting events in the same pass.
-
-    Returns (inexact, overflow, underflow, subnormal, nan_created): overflow is a finite input
-    whose result is inf, NaN or a clamped max; underflow a non-zero finite input whose result is
-    zero; subnormal a non-zero result below the smallest normal; nan_created a non-NaN input
-    whose result is NaN.
-    """
-    CM, CBIAS, ABS_MASK, INF_BITS, NAN_BITS, SIGN_MASK = c
+@njit(inline="always")
+def _round_loop_counting(src, dst, mode, seed, c, f):
+    """_round_loop that also counts events in the same pass (see ROUND_COUNTING)."""
+    INF_BITS = c[3]
+    ABS_MASK = c[2]
     MAX_BITS = f[3]
     MIN_NORMAL_BITS = f[4]
     inexact = 0
@@ -144,17 +155,102 @@ def round_into_counting(src, dst, mode, seed, c, f):
         a = b & ABS_MASK
         ra = r & ABS_MASK
         finite_in = a < INF_BITS
-        if finite_in and ra != a:
-            inexact += 1
-        if finite_in and (ra >= INF_BITS or (ra == MAX_BITS and a > MAX_BITS)):
-            overflow += 1
-        if finite_in and a != 0 and ra == 0:
-            underflow += 1
-        if ra != 0 and ra < MIN_NORMAL_BITS:
-            subnormal += 1
-        if a <= INF_BITS and ra > INF_BITS:
-            nan_created += 1
+        inexact += finite_in and ra != a
+        overflow += finite_in and (ra > MAX_BITS or (ra == MAX_BITS and a > MAX_BITS))
+        underflow += finite_in and a != 0 and ra == 0
+        subnormal += ra != 0 and ra < MIN_NORMAL_BITS
+        nan_created += a <= INF_BITS and ra > INF_BITS
     return inexact, overflow, underflow, subnormal, nan_created
+
+
+# One plain and one counting kernel per mode, indexed by the mode code.
+# src and dst are 1-D int32 (float32 carrier) or int64 (float64 carrier) views.
+
+
+@njit(parallel=True, cache=True)
+def _round_nearest_even(src, dst, seed, c, f):
+    _round_loop(src, dst, NEAREST_EVEN, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _round_nearest_away(src, dst, seed, c, f):
+    _round_loop(src, dst, NEAREST_AWAY, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _round_toward_zero(src, dst, seed, c, f):
+    _round_loop(src, dst, TOWARD_ZERO, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _round_up(src, dst, seed, c, f):
+    _round_loop(src, dst, UP, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _round_down(src, dst, seed, c, f):
+    _round_loop(src, dst, DOWN, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _round_odd(src, dst, seed, c, f):
+    _round_loop(src, dst, ODD, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _round_stochastic(src, dst, seed, c, f):
+    _round_loop(src, dst, STOCHASTIC, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _count_nearest_even(src, dst, seed, c, f):
+    return _round_loop_counting(src, dst, NEAREST_EVEN, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _count_nearest_away(src, dst, seed, c, f):
+    return _round_loop_counting(src, dst, NEAREST_AWAY, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _count_toward_zero(src, dst, seed, c, f):
+    return _round_loop_counting(src, dst, TOWARD_ZERO, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _count_up(src, dst, seed, c, f):
+    return _round_loop_counting(src, dst, UP, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _count_down(src, dst, seed, c, f):
+    return _round_loop_counting(src, dst, DOWN, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _count_odd(src, dst, seed, c, f):
+    return _round_loop_counting(src, dst, ODD, seed, c, f)
+
+
+@njit(parallel=True, cache=True)
+def _count_stochastic(src, dst, seed, c, f):
+    return _round_loop_counting(src, dst, STOCHASTIC, seed, c, f)
+
+
+ROUND = (
+    _round_nearest_even, _round_nearest_away, _round_toward_zero, _round_up, _round_down,
+    _round_odd, _round_stochastic,
+)
+"""ROUND[mode](src, dst, seed, c, f): dst = bits of src rounded to the format."""
+
+ROUND_COUNTING = (
+    _count_nearest_even, _count_nearest_away, _count_toward_zero, _count_up, _count_down,
+    _count_odd, _count_stochastic,
+)
+"""ROUND_COUNTING[mode](...) also returns (inexact, overflow, underflow, subnormal, nan_created):
+overflow is a finite input whose result is inf, NaN or a clamped max; underflow a non-zero
+finite input whose result is zero; subnormal a non-zero result below the smallest normal;
+nan_created a non-NaN input whose result is NaN."""
 
 
 def carrier_constants(dtype: np.dtype) -> tuple[int, ...]:
@@ -163,3 +259,92 @@ def carrier_constants(dtype: np.dtype) -> tuple[int, ...]:
         return (23, 127, 0x7FFFFFFF, 0x7F800000, 0x7FC00000, 0x80000000)
     return (52, 1023, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000, 0x7FF8000000000000, -(2**63))
 
+
+# --- accumulation kernels (fpsim.accumulate) -------------------------------------------------
+# The accumulator is a float64 holding a value of the accumulation format. Each step adds one
+# term exactly in spirit: TwoSum gives hi + lo == s + x exactly; when lo != 0, hi is moved to the
+# odd neighbour on lo's side (round-to-odd into float64), which keeps the "inexact" information
+# so that the one rounding to a format of p <= 24 bits (53 >= p + 2) is the correct rounding of
+# the exact s + x. Products of two float32-representable values (<= 24-bit significands, at most
+# 48 bits, exponents far inside float64's range) are exact in float64.
+
+
+@njit(inline="always")
+def _odd_sum(s, x):
+    """s + x rounded to odd in float64 (exactly s + x when that fits float64)."""
+    hi = s + x
+    bb = hi - s
+    lo = (s - (hi - bb)) + (x - bb)  # TwoSum: hi + lo == s + x exactly (no overflow here)
+    if lo != 0.0 and np.isfinite(hi):
+        b = np.float64(hi).view(np.int64)
+        if (b & 1) == 0:
+            # sign-magnitude bits: +1 grows |hi|, -1 shrinks it; step toward the exact value
+            b = b + 1 if (lo > 0.0) == (hi > 0.0) else b - 1
+            hi = np.int64(b).view(np.float64)
+    return hi
+
+
+@njit(inline="always")
+def _round_f64(x, mode, seed, i, c, f):
+    """A float64 value rounded to the format (c must be the float64 carrier tuple)."""
+    b = np.float64(x).view(np.int64)
+    return np.int64(_round_bits(b, mode, seed, i, c, f)).view(np.float64)
+
+
+@njit(inline="always")
+def _reduce_row(x, buf, pairwise, mode, seed, base, c, f):
+    """One row's sum, the accumulator rounded to the format after every addition.
+
+    sequential: s = x[0]; s = rnd(s + x[k]) for k = 1..n-1.
+    pairwise: adjacent pairs level by level, rnd(buf[2i] + buf[2i+1]) (a balanced tree);
+    an odd element out moves up a level unchanged. ``buf`` has room for n values.
+    """
+    n = x.size
+    if n == 0:
+        return 0.0
+    if not pairwise:
+        s = _round_f64(x[0], mode, seed, base, c, f)
+        for k in range(1, n):
+            s = _round_f64(_odd_sum(s, x[k]), mode, seed, base + k, c, f)
+        return s
+    for k in range(n):
+        buf[k] = _round_f64(x[k], mode, seed, base + k, c, f)
+    step = n
+    m = n
+    while m > 1:
+        half = m // 2
+        for k in range(half):
+            buf[k] = _round_f64(
+                _odd_sum(buf[2 * k], buf[2 * k + 1]), mode, seed, base + step + k, c, f
+            )
+        if m % 2 == 1:
+            buf[half] = buf[m - 1]
+        step += half
+        m = m - half
+    return buf[0]
+
+
+@njit(parallel=True, cache=True)
+def accumulate_rows(x, out, pairwise, mode, seed, c, f):
+    """out[r] = sum of the float64 row x[r, :] with the accumulator rounded every addition."""
+    rows, n = x.shape
+    for r in prange(rows):
+        buf = np.empty(n if pairwise else 0, dtype=np.float64)
+        out[r] = _reduce_row(x[r], buf, pairwise, mode, seed, r * 2 * n, c, f)
+
+
+@njit(parallel=True, cache=True)
+def matmul_accumulate(a, bt, out, pairwise, mode, seed, c, f):
+    """out[i, j] = sum_k a[i, k] * bt[j, k]: exact float64 products, rounded accumulation.
+
+    ``bt`` is the right operand transposed (rows are its columns), both C-contiguous float64.
+    """
+    m, k = a.shape
+    n = bt.shape[0]
+    for i in prange(m):
+        prods = np.empty(k, dtype=np.float64)
+        buf = np.empty(k if pairwise else 0, dtype=np.float64)
+        for j in range(n):
+            for t in range(k):
+                prods[t] = a[i, t] * bt[j, t]  # exact: <= 48-bit significand
+            out[i, j] = _reduce_row(prods, buf, pairwise, mode, seed, (i * n + j) * 2 * k, c, f)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpsim import _kernels, monitor
+from fpsim import _kernels
 from fpsim.catalog import get_format
-from fpsim.formats import OVERFLOW_KINDS, Format
+from fpsim.formats import Format
+from fpsim.monitor import is_active as monitor_is_active
+from fpsim.monitor import record as monitor_record
 from fpsim.rounding import RoundingMode, get_mode, resolve_overflow
 
 _MODE_CODES = {m: i for i, m in enumerate(RoundingMode)}
-_OVERFLOW_CODES = {name: i for i, name in enumerate(OVERFLOW_KINDS)}
 _INT_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 _FLOAT32_EMIN = -126
 
@@ -57,16 +58,23 @@ def _bits_of(value: float, dtype: np.dtype) -> int:
 def format_constants(
     fmt: Format, dtype: np.dtype, subnormals: bool, policy: str
 ) -> tuple[int, ...]:
-    """The kernel's format tuple for a carrier dtype (see fpsim._kernels)."""
+    """The kernel's format tuple ``f`` for a carrier dtype (see fpsim._kernels)."""
+    c = _kernels.carrier_constants(dtype)
+    max_bits = _bits_of(fmt.max, dtype)
+    over_bits = {"inf": c[3], "saturate": max_bits, "nan": c[4]}[policy]
+    q = fmt.emin - fmt.mantissa_bits  # log2 of the smallest subnormal
     return (
         fmt.mantissa_bits,
         fmt.emin,
         int(subnormals),
-        _bits_of(fmt.max, dtype),
+        max_bits,
         _bits_of(fmt.smallest_normal, dtype),
-        _OVERFLOW_CODES[policy],
+        over_bits,
         int(fmt.inf),
         int(not fmt.has_negative_zero),
+        _bits_of(2.0**q, dtype),
+        # half of it; when that is below the carrier's range only a = 0 lies below 2^q
+        max(_bits_of(2.0 ** (q - 1), dtype), 1),
     )
 
 
@@ -131,11 +139,11 @@ def round(
     f = format_constants(fmt, wdtype, subnormals, policy)
     seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
     code = _MODE_CODES[mode]
-    if monitor.is_active():
-        counts = _kernels.round_into_counting(src, dst, code, seed, c, f)
-        monitor.record(site or "round", fmt, src.size, counts)
+    if monitor_is_active():
+        counts = _kernels.ROUND_COUNTING[code](src, dst, seed, c, f)
+        monitor_record(site or "round", fmt, src.size, counts)
     else:
-        _kernels.round_into(src, dst, code, seed, c, f)
+        _kernels.ROUND[code](src, dst, seed, c, f)
 
     if result.dtype != dtype:
         result = result.astype(dtype)

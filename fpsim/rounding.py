@@ -12,6 +12,8 @@ How a finite non-zero value ``x`` is rounded to a format with M mantissa bits:
    exponent range is unbounded below) and a result below ``smallest_normal`` is then flushed to
    signed zero, as flush-to-zero hardware does.
 3. ``|x| / 2^q = k + f`` with integer ``k`` and ``0 <= f < 1``; the mode picks ``k`` or ``k + 1``.
+   "Even" and "odd" are the last bit of the code of ``k * 2^q``: the significand's last bit, or,
+   in a format without mantissa bits (where every significand is 1), the exponent field's.
 4. If the result exceeds ``max`` it overflows: modes that rounded toward zero for this sign clamp
    to ``max``; the others follow the overflow policy (``inf``, ``nan`` or ``saturate``).
 """
@@ -27,7 +29,8 @@ from fpsim.formats import OVERFLOW_KINDS, Format
 
 
 class RoundingMode(str, Enum):
-    """The rounding modes; each line gives the rule for ``|x| / 2^q = k + f`` with ``f > 0``."""
+    """The rounding modes; each line gives the rule for ``|x| / 2^q = k + f`` with ``f > 0``
+    (k "odd": the code of k * 2^q ends in 1)."""
 
     NEAREST_EVEN = "nearest_even"  # k + 1 if f > 1/2, or f == 1/2 and k is odd; else k
     NEAREST_AWAY = "nearest_away"  # k + 1 if f >= 1/2; else k (ties away from zero)
@@ -90,12 +93,22 @@ def quantum_exponent(v: Fraction, fmt: Format, subnormals: bool) -> int:
     return (max(e, fmt.emin) if subnormals else e) - fmt.mantissa_bits
 
 
-def round_integer(k: int, f: Fraction, mode: RoundingMode, negative: bool, u: float | None) -> int:
-    """Choose ``k`` or ``k + 1`` for the magnitude ``k + f`` (``0 <= f < 1``) under ``mode``."""
+def code_is_odd(k: int, q: int, fmt: Format) -> bool:
+    """Whether the code of the value ``k * 2^q`` (k the multiple of the spacing) ends in 1."""
+    if fmt.mantissa_bits > 0 or k == 0:
+        return k % 2 == 1
+    return (q + fmt.bias) % 2 == 1  # no mantissa bits: k == 1 and the exponent field is q + bias
+
+
+def round_integer(
+    k: int, f: Fraction, mode: RoundingMode, negative: bool, u: float | None, odd: bool
+) -> int:
+    """Choose ``k`` or ``k + 1`` for the magnitude ``k + f`` (``0 <= f < 1``) under ``mode``;
+    ``odd`` says whether k's code ends in 1."""
     if f == 0:
         return k
     if mode is RoundingMode.NEAREST_EVEN:
-        return k + 1 if f > Fraction(1, 2) or (f == Fraction(1, 2) and k % 2 == 1) else k
+        return k + 1 if f > Fraction(1, 2) or (f == Fraction(1, 2) and odd) else k
     if mode is RoundingMode.NEAREST_AWAY:
         return k + 1 if f >= Fraction(1, 2) else k
     if mode is RoundingMode.TOWARD_ZERO:
@@ -105,7 +118,7 @@ def round_integer(k: int, f: Fraction, mode: RoundingMode, negative: bool, u: fl
     if mode is RoundingMode.DOWN:
         return k + 1 if negative else k
     if mode is RoundingMode.ODD:
-        return k if k % 2 == 1 else k + 1
+        return k if odd else k + 1
     if u is None or not 0 <= u < 1:
         raise ValueError(f"stochastic rounding needs a uniform draw u in [0, 1), got {u!r}")
     return k + 1 if Fraction(u) < f else k
@@ -164,7 +177,8 @@ def round_scalar(
     q = quantum_exponent(v, fmt, subnormals)
     scaled = v / Fraction(2) ** q
     k = math.floor(scaled)
-    magnitude = round_integer(k, scaled - k, mode, negative, u) * Fraction(2) ** q
+    odd = code_is_odd(k, q, fmt)
+    magnitude = round_integer(k, scaled - k, mode, negative, u, odd) * Fraction(2) ** q
 
     if magnitude > fmt.max_exact:
         if rounds_toward_zero(mode, negative):

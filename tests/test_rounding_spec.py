@@ -1,0 +1,131 @@
+"""fpsim.round equals the specification in every mode (oracle 2), exhaustively where small.
+
+Every finite value of every <= 16-bit catalog format and of custom formats, every midpoint
+between neighbours and one carrier ulp either side of it (float32 and float64 carriers), in
+each deterministic mode, against the table oracle (tests/oracle.py), which the pure-Python
+round_scalar is itself checked against. Flush-to-zero, float64 double-rounding traps and the
+formats too large to tabulate (fp32, tf32) are checked against round_scalar directly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from oracle import sample_points, table_round
+from strategies import DETERMINISTIC_MODES, SMALL_CATALOG
+
+import fpsim
+from fpsim import Format, round_scalar
+
+CUSTOM = [
+    Format("e3m2", 3, 2),
+    Format("e5m3_saturating", 5, 3, overflow="saturate"),
+    Format("e4m2_fn", 4, 2, inf=False, nan="fn"),
+    Format("e6m1_fnuz", 6, 1, bias=40, inf=False, nan="fnuz"),
+    Format("e2m0_none", 2, 0, inf=False, nan="none"),
+    Format("e3m0_ieee", 3, 0),
+    Format("e8m7_bias140", 8, 7, bias=140),  # reaches below float32's normal range
+    Format("e5m10_saturating", 5, 10, overflow="saturate"),
+]
+SMALL = SMALL_CATALOG + CUSTOM
+
+
+def same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: equal values with equal signs, or both NaN."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return ((a == b) & (np.signbit(a) == np.signbit(b))) | (np.isnan(a) & np.isnan(b))
+
+
+def assert_same(x, got, want, what: str) -> None:
+    ok = same(got, want)
+    if not ok.all():
+        i = np.flatnonzero(~ok)[:5]
+        raise AssertionError(f"{what}: at x={np.asarray(x)[i].tolist()} got "
+                             f"{np.asarray(got)[i].tolist()}, want {np.asarray(want)[i].tolist()}")
+
+
+@pytest.mark.parametrize("mode", DETERMINISTIC_MODES)
+@pytest.mark.parametrize("fmt", SMALL, ids=lambda f: f.name)
+def test_round_float32_equals_table_oracle_on_every_code_and_midpoint(fmt, mode):
+    x = sample_points(fmt, np.float32)
+    assert_same(x, fpsim.round(x, fmt, mode), table_round(x, fmt, mode), f"{fmt.name} {mode}")
+
+
+@pytest.mark.parametrize("mode", DETERMINISTIC_MODES)
+@pytest.mark.parametrize("fmt", SMALL, ids=lambda f: f.name)
+def test_round_float64_equals_table_oracle_one_float64_ulp_around_every_tie(fmt, mode):
+    x = sample_points(fmt, np.float64)
+    got = fpsim.round(x, fmt, mode)
+    assert got.dtype == np.float64
+    assert_same(x, got, table_round(x, fmt, mode), f"{fmt.name} {mode} float64")
+
+
+@pytest.mark.parametrize("mode", DETERMINISTIC_MODES)
+@pytest.mark.parametrize("fmt", [fpsim.FP16, fpsim.E4M3FN, fpsim.E2M1FN, CUSTOM[3]],
+                         ids=lambda f: f.name)
+def test_table_oracle_agrees_with_round_scalar(fmt, mode):
+    x = sample_points(fmt, np.float64)
+    x = x[np.random.default_rng(1).choice(x.size, min(x.size, 400), replace=False)]
+    want = [round_scalar(v, fmt, mode) for v in x]
+    assert_same(x, table_round(x, fmt, mode), want, f"{fmt.name} {mode} table vs spec")
+
+
+def random_values(n: int, lo_exp: int, hi_exp: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    mags = rng.uniform(1, 2, n) * 2.0 ** rng.integers(lo_exp, hi_exp, n)
+    return np.where(rng.random(n) < 0.5, -mags, mags)
+
+
+@pytest.mark.parametrize("mode", DETERMINISTIC_MODES)
+@pytest.mark.parametrize("fmt", [fpsim.FP32, fpsim.TF32, fpsim.BF16], ids=lambda f: f.name)
+def test_round_equals_round_scalar_for_wide_exponent_formats(fmt, mode):
+    x64 = random_values(1500, -152, 130)
+    x64[:20] = [2.0**-150, 2.0**-149 * 1.5, -(2.0**-149) * 0.75, 2.0**-126 * (1 - 2**-30),
+                3.4e38, 3.41e38, -3.5e38, 1e-46, 2.0**-133 * 1.5, 2.0**-134, 0.0, -0.0,
+                np.inf, -np.inf, np.nan, 1.0, 1 + 2.0**-24, 1 + 2.0**-11, 1 + 2.0**-8, 2.5]
+    for x in (x64, x64.astype(np.float32)):
+        want = [round_scalar(v, fmt, mode) for v in x]
+        assert_same(x, fpsim.round(x, fmt, mode), want, f"{fmt.name} {mode} {x.dtype}")
+
+
+FTZ = [Format("fp16_ftz", 5, 10, subnormals=False), Format("bf16_ftz", 8, 7, subnormals=False),
+       Format("e4m3fn_ftz", 4, 3, inf=False, nan="fn", subnormals=False),
+       Format("e2m1_ftz", 2, 1, inf=False, nan="none", subnormals=False)]
+
+
+@pytest.mark.parametrize("mode", DETERMINISTIC_MODES)
+@pytest.mark.parametrize("fmt", FTZ, ids=lambda f: f.name)
+def test_flush_to_zero_equals_round_scalar(fmt, mode):
+    x = np.concatenate([
+        sample_points(fmt.replace(subnormals=True), np.float64)[::97],
+        random_values(300, fmt.emin - 4, fmt.emin + 2, seed=3),
+    ])
+    for arr in (x, x.astype(np.float32)):
+        want = [round_scalar(v, fmt, mode) for v in arr]
+        assert_same(arr, fpsim.round(arr, fmt, mode), want, f"{fmt.name} {mode}")
+        # the keyword does the same to the subnormal-keeping format
+        base = fmt.replace(subnormals=True)
+        assert_same(arr, fpsim.round(arr, base, mode, subnormals=False), want, "keyword")
+
+
+@pytest.mark.parametrize("mode", DETERMINISTIC_MODES)
+@pytest.mark.parametrize("overflow", ["saturate", "nan"])
+def test_overflow_override_equals_round_scalar(mode, overflow):
+    x = sample_points(fpsim.E5M2, np.float64)
+    want = [round_scalar(v, fpsim.E5M2, mode, overflow=overflow) for v in x]
+    assert_same(x, fpsim.round(x, "e5m2", mode, overflow=overflow), want, f"{mode} {overflow}")
+
+
+@pytest.mark.parametrize(
+    ("x", "fmt", "want"),
+    [
+        (1 + 2**-8 + 2**-40, "bf16", 1.0078125),  # ml_dtypes gives 1.0 (double rounding)
+        (2**-10 + 2**-40, "e4m3fn", 2**-9),  # ml_dtypes gives 0
+        (1 + 2**-11 + 2**-50, "fp16", 1 + 2**-10),
+        (1 + 2**-11 - 2**-50, "fp16", 1.0),
+        (65520 - 2**-30, "fp16", 65504.0),
+    ],
+)
+def test_float64_input_is_rounded_once_from_its_own_bits(x, fmt, want):
+    assert fpsim.round(np.float64(x), fmt) == want
+    assert round_scalar(x, fmt) == want
