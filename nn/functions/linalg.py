@@ -35,7 +35,8 @@ class MatMul(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return finish(ctx, np.matmul(a, b), "MatMul")
+        with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is NaN, as in IEEE
+            return finish(ctx, np.matmul(a, b), "MatMul")
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -53,7 +54,8 @@ class Linear(Function):
         relu: bool = False,
     ) -> np.ndarray:
         ctx.relu = relu
-        z = np.matmul(x, w)
+        with np.errstate(invalid="ignore", over="ignore"):
+            z = np.matmul(x, w)
         if z.dtype == np.float32 and z.ndim == 2 and z.size > 0:
             exact = ctx.fmt == FP32  # float32 needs no rounding: the kernel only fuses bias + relu
             if (exact and autograd.KERNELS_ENABLED) or use_kernel(ctx.fmt):
