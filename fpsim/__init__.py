@@ -5,6 +5,7 @@ against the pure-Python specification ``fpsim.round_scalar``), and the compute c
 numba kernels.
 """
 
+from fpsim import plot
 from fpsim.catalog import (
     BF16,
     CATALOG,
@@ -24,6 +25,7 @@ from fpsim.catalog import (
     get_format,
     known_names,
 )
+from fpsim.emulated import EmulatedArray, array, dot, matmul, sum  # noqa: A001  (fpsim.sum)
 from fpsim.formats import Format
 from fpsim.monitor import monitor
 from fpsim.quantize import round  # noqa: A001  (numpy-style name: fpsim.round)

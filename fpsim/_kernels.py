@@ -284,14 +284,14 @@ def _odd_sum(s, x):
     return hi
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _round_f64(x, mode, seed, i, c, f):
     """A float64 value rounded to the format (c must be the float64 carrier tuple)."""
     b = np.float64(x).view(np.int64)
     return np.int64(_round_bits(b, mode, seed, i, c, f)).view(np.float64)
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _reduce_row(x, buf, pairwise, mode, seed, base, c, f):
     """One row's sum, the accumulator rounded to the format after every addition.
 

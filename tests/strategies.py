@@ -91,7 +91,7 @@ def float32_arrays(max_size: int = 60) -> st.SearchStrategy[np.ndarray]:
     element = st.one_of(
         st.floats(width=32),  # includes inf and NaN
         st.floats(-1e6, 1e6, width=32),
-        st.floats(-1e-3, 1e-3, width=32),
+        st.floats(-2.0**-10, 2.0**-10, width=32),
         st.sampled_from([0.0, -0.0, 65504.0, 65520.0, 2.0**-24, 2.0**-25, 448.0, 464.0]),
     )
     return st.lists(element, min_size=0, max_size=max_size).map(
