@@ -153,11 +153,13 @@ def current_scope() -> str:
 class Context:
     """What a Function's forward leaves for its backward.
 
-    ``inputs`` (the input Tensors), ``fmt`` (the output format), ``out`` (the output array),
-    ``scope`` (the name scope at forward time), plus whatever the op stores.
+    ``inputs`` (the input Tensors), ``needs_input_grad`` (one bool per input: backward may skip
+    the others), ``fmt`` (the output format), ``out`` (the output array), ``scope`` (the name
+    scope at forward time), plus whatever the op stores.
     """
 
     inputs: tuple[Tensor, ...]
+    needs_input_grad: tuple[bool, ...]
     fmt: Format | None
     out: np.ndarray
     scope: str
@@ -205,7 +207,8 @@ class Function:
         ctx.fmt = cls.output_format(*(t.fmt for t in inputs), **params)
         ctx.scope = _SCOPE[-1]
         ctx.out = cls.forward(ctx, *(t.data for t in inputs), **params)
-        record = _GRAD_ENABLED[-1] and any(t.requires_grad for t in inputs)
+        ctx.needs_input_grad = tuple(t.requires_grad for t in inputs)
+        record = _GRAD_ENABLED[-1] and any(ctx.needs_input_grad)
         return Tensor._make(ctx.out, ctx.fmt, cls if record else None, ctx if record else None)
 
 

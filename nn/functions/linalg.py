@@ -42,7 +42,9 @@ class MatMul(Function):
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
         a, b = ctx.inputs
         g = widen(grad)  # fp32 accumulation; the engine rounds each result to its input's format
-        return g @ _swap_last(widen(b)), _swap_last(widen(a)) @ g
+        need_a, need_b = ctx.needs_input_grad
+        return (g @ _swap_last(widen(b)) if need_a else None,
+                _swap_last(widen(a)) @ g if need_b else None)
 
 
 class Linear(Function):
@@ -75,9 +77,11 @@ class Linear(Function):
         x, w = ctx.inputs[:2]
         gz = relu_grad(grad, ctx.output()) if ctx.relu else grad
         g = widen(gz)
-        grads: tuple[Tensor | None, ...] = (g @ widen(w).T, widen(x).T @ g)
+        need = ctx.needs_input_grad
+        grads: tuple[Tensor | None, ...] = (g @ widen(w).T if need[0] else None,
+                                            widen(x).T @ g if need[1] else None)
         if len(ctx.inputs) == 3:
-            grads += (reduce_sum(gz, axis=0),)
+            grads += (reduce_sum(gz, axis=0) if need[2] else None,)
         return grads
 
 
