@@ -1,8 +1,24 @@
 """Counting numerics events (overflow, underflow, subnormal results, NaN created, inexact).
 
-``with fpsim.monitor() as m:`` makes every rounding inside the block count its events per named
-site; the counting happens inside the rounding kernel, in the same pass. When no monitor is
-active the plain kernel runs and nothing is counted.
+``with fpsim.monitor() as m:`` makes every rounding inside the block count, per named site, the
+elements rounded and these events (all counted inside the rounding kernel, in the same pass):
+
+- ``inexact``: a finite input whose rounded value differs from it;
+- ``overflow``: a finite input that became inf, NaN or a clamped +-max;
+- ``underflow``: a non-zero finite input that became zero;
+- ``subnormal``: a non-zero result below the format's smallest normal;
+- ``nan_created``: a non-NaN input (finite or inf) that became NaN.
+
+A site is the name of the operation that rounded: ``fpsim.round(..., site="name")`` (default
+``"round"``), and EmulatedArray operations use the numpy ufunc name (``"add"``, ``"multiply"``,
+``"power"``, ``"matmul"``, ``"sum"``, ``"cast"`` for operands converted to a format, ``"array"``
+for ``fpsim.array``). When no monitor is active the plain kernel runs and nothing is counted.
+Monitors nest: every active monitor counts every event.
+
+>>> with fpsim.monitor() as m:
+...     _ = fpsim.round(np.float32([1e-9, 1e5, 0.1]), "fp16", site="demo")
+>>> m.counts["demo"]["underflow"], m.counts["demo"]["overflow"]
+(1, 1)
 """
 
 from __future__ import annotations
@@ -26,7 +42,12 @@ def record(site: str, fmt: Format, n: int, counts: tuple[int, ...]) -> None:
 
 
 class Monitor:
-    """Per-site counters of elements rounded and of each event in ``EVENTS``."""
+    """Per-site counters of elements rounded and of each event in ``EVENTS``.
+
+    ``counts`` is a plain dict ``{site: {"elements": n, "inexact": k, "overflow": k, ...}}``;
+    ``formats`` maps each site to the name of the format it rounded to (the last one seen).
+    Use it as a context manager or call ``start()`` / ``stop()``; ``reset()`` clears the counts.
+    """
 
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {}
@@ -39,13 +60,30 @@ class Monitor:
             row[name] += int(value)
         self.formats[site] = fmt.name
 
+    # --- lifecycle -----------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        """True between start() and stop()."""
+        return any(m is self for m in _ACTIVE)
+
     def start(self) -> Monitor:
-        _ACTIVE.append(self)
+        """Begin counting (idempotent); returns self."""
+        if not self.active:
+            _ACTIVE.append(self)
         return self
 
-    def stop(self) -> None:
-        if self in _ACTIVE:
-            _ACTIVE.remove(self)
+    def stop(self) -> Monitor:
+        """Stop counting (idempotent); the counts so far are kept. Returns self."""
+        for i, m in enumerate(_ACTIVE):
+            if m is self:
+                del _ACTIVE[i]
+                break
+        return self
+
+    def reset(self) -> None:
+        """Forget every count (the monitor stays active or inactive as it was)."""
+        self.counts.clear()
+        self.formats.clear()
 
     def __enter__(self) -> Monitor:
         return self.start()
@@ -53,7 +91,58 @@ class Monitor:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    # --- reading ---------------------------------------------------------------------------
+    def total(self) -> dict[str, int]:
+        """The counts summed over every site."""
+        out = {"elements": 0, **dict.fromkeys(EVENTS, 0)}
+        for row in self.counts.values():
+            for key in out:
+                out[key] += row[key]
+        return out
+
+    def summary(self) -> str:
+        """A printable table: one row per site (and a total), each event as count and share.
+
+        The share is the count divided by the elements rounded at that site.
+        """
+        header = ["site", "format", "elements", *EVENTS]
+        rows = [header]
+        items = list(self.counts.items())
+        if len(items) > 1:
+            items.append(("total", self.total()))
+        for site, row in items:
+            n = row["elements"]
+            cells = [site, self.formats.get(site, ""), f"{n:,}"]
+            for name in EVENTS:
+                k = row[name]
+                cells.append(f"{k:,} ({k / n:.2%})" if n and k else "0")
+            rows.append(cells)
+        if len(rows) == 1:
+            return "fpsim monitor: nothing rounded yet"
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+        lines = []
+        for r, cells in enumerate(rows):
+            left = [c.ljust(w) for c, w in zip(cells[:2], widths[:2], strict=True)]
+            right = [c.rjust(w) for c, w in zip(cells[2:], widths[2:], strict=True)]
+            lines.append("  ".join(left + right).rstrip())
+            if r == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "stopped"
+        return f"<fpsim Monitor ({state}), {len(self.counts)} site(s)>"
+
 
 def monitor() -> Monitor:
-    """A new Monitor; use it as ``with fpsim.monitor() as m:`` or call ``start()``/``stop()``."""
+    """A new Monitor; use it as ``with fpsim.monitor() as m:`` or call ``start()``/``stop()``.
+
+    >>> m = fpsim.monitor().start()
+    >>> _ = fpsim.array([70000.0, 1.0], "fp16") * 2
+    >>> m.stop().counts["array"]["overflow"]
+    1
+    """
     return Monitor()

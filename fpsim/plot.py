@@ -1,0 +1,174 @@
+"""matplotlib pictures of a format: its number line, an exponent histogram, rounding error.
+
+matplotlib is an optional extra (``pip install fpsim[plot]``); it is imported inside the
+functions, so ``import fpsim`` works without it. Every helper draws on ``ax`` (a new figure if
+None), returns the Axes (``ax.figure`` is the Figure) and never calls ``show()``.
+
+>>> ax = fpsim.plot.number_line("e4m3fn", 0, 1)
+>>> ax.figure.savefig("e4m3fn.png")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fpsim.catalog import get_format
+from fpsim.formats import Format
+from fpsim.quantize import round as _round
+
+MAX_POINTS = 200_000
+_COLORS = {"normal": "tab:blue", "subnormal": "tab:orange", "zero": "black"}
+
+
+def _axes(ax: Any) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
+    return ax
+
+
+def _positive_values(fmt: Format, lo: float, hi: float) -> np.ndarray:
+    """The positive finite values of fmt in [lo, hi] (0 < lo), ascending, from the fields.
+
+    Subnormals are k * 2^(emin - M) for k = 1 .. 2^M - 1; the binade with exponent e holds
+    (2^M + m) * 2^(e - M) for m = 0 .. 2^M - 1, up to fmt.max.
+    """
+    m_bits = fmt.mantissa_bits
+    chunks = []
+    grids = [(fmt.emin - m_bits, 1, 2**m_bits - 1)] if fmt.subnormals else []
+    grids += [(e - m_bits, 2**m_bits, 2 ** (m_bits + 1) - 1) for e in range(fmt.emin, fmt.emax + 1)]
+    for q, kmin, kmax in grids:
+        step = 2.0**q
+        k0 = max(kmin, int(np.ceil(lo / step)))
+        k1 = min(kmax, int(np.floor(min(hi, fmt.max) / step)))
+        if k1 >= k0:
+            if sum(c.size for c in chunks) + (k1 - k0 + 1) > MAX_POINTS:
+                raise ValueError(f"more than {MAX_POINTS} values of {fmt.name} in [{lo}, {hi}]; "
+                                 "narrow the range")
+            chunks.append(np.arange(k0, k1 + 1, dtype=np.float64) * step)
+    return np.concatenate(chunks) if chunks else np.empty(0)
+
+
+def values_in_range(fmt: Format | str, lo: float, hi: float) -> np.ndarray:
+    """Every finite value of ``fmt`` in [lo, hi] (one zero), ascending, as float64.
+
+    >>> values_in_range("e2m1fn", 0, 6)
+    array([0. , 0.5, 1. , 1.5, 2. , 3. , 4. , 6. ])
+    """
+    fmt = get_format(fmt)
+    if not lo <= hi:
+        raise ValueError(f"need lo <= hi, got lo={lo}, hi={hi}")
+    try:  # the bits module enumerates every value of formats up to 16 bits
+        from fpsim.bits import values as all_values
+    except ImportError:
+        all_values = None
+    if all_values is not None and fmt.bits <= 16:
+        v = np.unique(np.asarray(all_values(fmt), dtype=np.float64))
+        return v[(v >= lo) & (v <= hi)]
+    pos = _positive_values(fmt, max(lo, 0.0), hi) if hi > 0 else np.empty(0)
+    neg = -_positive_values(fmt, max(-hi, 0.0), -lo)[::-1] if lo < 0 else np.empty(0)
+    zero = np.zeros(1) if lo <= 0 <= hi else np.empty(0)
+    return np.concatenate([neg, zero, pos])
+
+
+def number_line(fmt: Format | str, lo: float, hi: float, *, ax: Any = None) -> Any:
+    """Every representable value of ``fmt`` in [lo, hi] as a dot on a line.
+
+    Normals, subnormals and zero are coloured apart; the number of dots is the number of values.
+    """
+    fmt = get_format(fmt)
+    v = values_in_range(fmt, lo, hi)
+    ax = _axes(ax)
+    kinds = {
+        "zero": v == 0,
+        "subnormal": (v != 0) & (np.abs(v) < fmt.smallest_normal),
+        "normal": np.abs(v) >= fmt.smallest_normal,
+    }
+    for kind, mask in kinds.items():
+        if mask.any():
+            ax.scatter(v[mask], np.zeros(int(mask.sum())), s=12, color=_COLORS[kind],
+                       label=f"{kind} ({int(mask.sum())})", zorder=3)
+    ax.axhline(0, color="0.7", lw=1, zorder=1)
+    ax.set_yticks([])
+    ax.set_xlim(lo - 0.02 * (hi - lo or 1), hi + 0.02 * (hi - lo or 1))
+    ax.set_xlabel("value")
+    ax.set_title(f"{fmt.name}: the {v.size} representable values in [{lo:g}, {hi:g}]")
+    if v.size:
+        ax.legend(loc="upper right", fontsize="small")
+    return ax
+
+
+def exponent_histogram(values: Any, fmt: Format | str, *, bins: Any = None, ax: Any = None) -> Any:
+    """Histogram of log2|x| over the non-zero finite values, against fmt's range.
+
+    Shaded: the normal range [emin, log2 max], the subnormal range [emin - M, emin), the
+    underflow zone below (values there round to zero: |x| <= smallest_subnormal / 2) and the
+    overflow zone above log2 max. The title gives the share of non-zero values that round to
+    zero and to inf/NaN/max in fmt (counted by rounding them, not from the picture).
+    """
+    fmt = get_format(fmt)
+    x = np.asarray(values, dtype=np.float64).ravel()
+    x = x[np.isfinite(x) & (x != 0)]
+    r = _round(x, fmt) if x.size else x
+    under = float(np.mean(r == 0)) if x.size else 0.0
+    over = float(np.mean(~np.isfinite(r) | (np.abs(x) > fmt.max))) if x.size else 0.0
+    e = np.log2(np.abs(x))
+    lo_sub = np.log2(fmt.smallest_subnormal)
+    top = np.log2(fmt.max)
+    if bins is None:
+        left = np.floor(min(e.min(), lo_sub - 2)) if e.size else lo_sub - 2
+        right = np.ceil(max(e.max(), top + 2)) if e.size else top + 2
+        bins = np.arange(left, right + 1)
+    ax = _axes(ax)
+    x0, x1 = (bins[0], bins[-1]) if np.ndim(bins) else (lo_sub - 4, top + 4)
+    under_edge = lo_sub - 1 if fmt.subnormals else fmt.emin
+    ax.axvspan(x0, under_edge, color="tab:red", alpha=0.15, label="underflow to 0")
+    if fmt.subnormals:
+        ax.axvspan(lo_sub - 1, fmt.emin, color="tab:orange", alpha=0.15, label="subnormal")
+    ax.axvspan(fmt.emin, top, color="tab:green", alpha=0.12, label="normal range")
+    ax.axvspan(top, x1, color="tab:purple", alpha=0.15, label="overflow")
+    ax.hist(e, bins=bins, color="tab:blue", label=f"log2|x| ({x.size} non-zero values)")
+    ax.set_xlabel("log2 |x|")
+    ax.set_ylabel("count")
+    ax.set_title(f"{fmt.name}: {under:.1%} underflow to 0, {over:.1%} overflow")
+    ax.legend(loc="upper left", fontsize="small")
+    return ax
+
+
+def rounding_error(
+    fmt: Format | str, lo: float, hi: float, *, n: int = 4001, ax: Any = None
+) -> Any:
+    """Absolute error of rounding ``n`` evenly spaced points of [lo, hi] to fmt (nearest-even).
+
+    The sawtooth's teeth are the ulp steps; the dashed lines are +-ulp/2. A second y axis shows
+    the relative error |err| / |x| (zero where x is 0).
+    """
+    fmt = get_format(fmt)
+    x = np.linspace(lo, hi, n)
+    r = _round(x, fmt)
+    err = r - x
+    finite = np.isfinite(r)
+    ax = _axes(ax)
+    ax.plot(x[finite], err[finite], color="tab:blue", lw=1, label="rounded - x")
+    # half the spacing of fmt's grid around each point: the largest error nearest-even allows
+    mag = np.maximum(np.abs(x), fmt.smallest_normal)
+    ulp = 2.0 ** (np.floor(np.log2(mag)) - fmt.mantissa_bits)
+    ax.plot(x, ulp / 2, "k--", lw=0.8, label="+-ulp/2")
+    ax.plot(x, -ulp / 2, "k--", lw=0.8)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(x != 0, np.abs(err) / np.abs(x), 0.0)
+    twin = ax.twinx()
+    twin.plot(x[finite], rel[finite], color="tab:orange", lw=0.8, alpha=0.7,
+              label="relative |error|")
+    twin.set_ylabel("relative error")
+    ax.set_xlabel("x")
+    ax.set_ylabel("absolute error")
+    ax.set_title(f"rounding to {fmt.name} (nearest-even) on [{lo:g}, {hi:g}]")
+    lines = ax.get_legend_handles_labels()
+    more = twin.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], loc="upper left", fontsize="small")
+    return ax
