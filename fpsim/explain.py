@@ -135,12 +135,13 @@ def _outcome(
 ) -> tuple[float, list[str]]:
     """The rounded magnitude after the range checks, with the overflow/underflow sentences."""
     sign = -1.0 if negative else 1.0
+    size = f"|x| = {_num(v)}" if negative else _num(v)  # the checks compare magnitudes
     if magnitude > fmt.max_exact:
         ulp_max = Fraction(2) ** (fmt.emax - fmt.mantissa_bits)
         threshold = fmt.max_exact + ulp_max / 2
         if rounds_toward_zero(mode, negative):
             return sign * fmt.max, [_line("overflow:", (
-                f"{_num(v)} rounds past max = {_num(fmt.max)}, but {mode.value} rounds toward "
+                f"{size} rounds past max = {_num(fmt.max)}, but {mode.value} rounds toward "
                 f"zero here -> clamps to {_num(sign * fmt.max)}"))]
         result, what = {
             "inf": (sign * math.inf, f"overflows to {_num(sign * math.inf)}"),
@@ -149,10 +150,10 @@ def _outcome(
         }[policy]
         why_policy = f"overflow policy {policy!r}" + ("" if fmt.inf else f": {fmt.name} has no inf")
         if mode in (RoundingMode.NEAREST_EVEN, RoundingMode.NEAREST_AWAY):
-            why = (f"{_num(v)} is at least max + ulp/2 = {_num(fmt.max)} + {_num(ulp_max)}/2 = "
+            why = (f"{size} is at least max + ulp/2 = {_num(fmt.max)} + {_num(ulp_max)}/2 = "
                    f"{_num(threshold)}")
         else:
-            why = f"{_num(v)} rounds away from zero past max = {_num(fmt.max)}"
+            why = f"{size} rounds away from zero past max = {_num(fmt.max)}"
         return result, [_line("overflow:", f"{why} -> {what} ({why_policy})")]
     zero = -0.0 if negative and fmt.has_negative_zero else 0.0
     zero_text = _num(zero) + ("" if fmt.has_negative_zero or not negative
@@ -160,7 +161,7 @@ def _outcome(
     if magnitude == 0:
         tiny = fmt.smallest_subnormal if subnormals else fmt.smallest_normal
         return zero, [_line("underflow:", (
-            f"{_num(v)} is below the smallest subnormal {_num(tiny)} and rounds to zero "
+            f"{size} is below the smallest subnormal {_num(tiny)} and rounds to zero "
             f"-> {zero_text}"))]
     if not subnormals and magnitude < Fraction(2) ** fmt.emin:
         return zero, [_line("underflow:", (

@@ -152,8 +152,8 @@ def test_explain_464_in_e4m3fn_ties_to_the_even_max_and_465_overflows_to_nan():
 def test_explain_directed_rounding_clamps_to_max_instead_of_overflowing():
     text = explain(-1e6, "fp16", "toward_zero")
     assert line(text, "overflow:") == (
-        "overflow:   1000000 rounds past max = 65504, but toward_zero rounds toward zero here "
-        "-> clamps to -65504"
+        "overflow:   |x| = 1000000 rounds past max = 65504, but toward_zero rounds toward zero "
+        "here -> clamps to -65504"
     )
     assert line(text, "result:") == "result:     -65504"
 
