@@ -6,6 +6,7 @@ numba kernels.
 """
 
 from fpsim import plot
+from fpsim.bits import classify, decompose, from_bits, next_down, next_up, to_bits, ulp, values
 from fpsim.catalog import (
     BF16,
     CATALOG,
@@ -26,6 +27,7 @@ from fpsim.catalog import (
     known_names,
 )
 from fpsim.emulated import EmulatedArray, array, dot, matmul, sum  # noqa: A001  (fpsim.sum)
+from fpsim.explain import explain
 from fpsim.formats import Format
 from fpsim.monitor import monitor
 from fpsim.quantize import round  # noqa: A001  (numpy-style name: fpsim.round)
