@@ -28,15 +28,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 ABS_MASK = 0x7FFFFFFF
 SIGN_MASK = 0x80000000
 INF_BITS = 0x7F800000
 
-# Arrays at least this large use the multi-threaded kernels (below it, waking threads that
-# compete with BLAS's own costs more than it saves on 2 cores).
-PARALLEL_MIN_SIZE = 1 << 20
+# The kernels are single-threaded: measured on the 2-core machine they run at ~1 ns/element,
+# and prange versions were slower there (their threads compete with BLAS's).
 
 
 @njit(inline="always")
@@ -63,59 +62,34 @@ def _round_value(v, p):
 
 
 @njit(cache=True)
-def round_serial(x, out, p):
+def round_into(x, out, p):
     """out = x rounded to the format p (flat float32 arrays; out may be x)."""
     for i in range(x.size):
         out[i] = _round_value(x[i], p)
 
 
-@njit(cache=True, parallel=True)
-def round_parallel(x, out, p):
-    """round_serial on all cores."""
-    for i in prange(x.size):
-        out[i] = _round_value(x[i], p)
-
-
-@njit(inline="always")
-def _bias_act_row(z, b, r, has_bias, relu, do_round, p):
-    for j in range(z.shape[1]):
-        v = z[r, j] + b[j] if has_bias else z[r, j]
-        if do_round:
-            v = _round_value(v, p)
-        if relu and v <= 0:  # relu(NaN) stays NaN, as numpy.maximum(NaN, 0) does
-            v = np.float32(0.0)
-        z[r, j] = v
-
-
 @njit(cache=True)
-def bias_act_round_serial(z, b, has_bias, relu, do_round, p):
+def bias_act_round(z, b, has_bias, relu, do_round, p):
     """In place, one pass over a 2-D float32 z: z = relu?(round(z + b)).
 
     relu(round(v)) == round(relu(v)) because rounding is monotone and odd, so the activation
-    may follow the rounding.
+    may follow the rounding. (Helpers here take scalars only: passing arrays to an inlined
+    helper costs reference counting per element.)
     """
     for r in range(z.shape[0]):
-        _bias_act_row(z, b, r, has_bias, relu, do_round, p)
-
-
-@njit(cache=True, parallel=True)
-def bias_act_round_parallel(z, b, has_bias, relu, do_round, p):
-    """bias_act_round_serial on all cores (rows in parallel)."""
-    for r in prange(z.shape[0]):
-        _bias_act_row(z, b, r, has_bias, relu, do_round, p)
+        for j in range(z.shape[1]):
+            v = z[r, j] + b[j] if has_bias else z[r, j]
+            if do_round:
+                v = _round_value(v, p)
+            if relu and v <= 0:  # relu(NaN) stays NaN, as numpy.maximum(NaN, 0) does
+                v = np.float32(0.0)
+            z[r, j] = v
 
 
 @njit(cache=True)
-def relu_grad_serial(g, y, out):
+def relu_grad(g, y, out):
     """out = g where y > 0 else 0 (flat arrays). Exact: selecting a value never rounds."""
     for i in range(g.size):
-        out[i] = g[i] if y[i] > 0 else 0
-
-
-@njit(cache=True, parallel=True)
-def relu_grad_parallel(g, y, out):
-    """relu_grad_serial on all cores."""
-    for i in prange(g.size):
         out[i] = g[i] if y[i] > 0 else 0
 
 

@@ -106,9 +106,7 @@ def round_array(
 
 
 def _round_flat(x: np.ndarray, out: np.ndarray, p: tuple) -> None:
-    big = x.size >= _kernels.PARALLEL_MIN_SIZE
-    kernel = _kernels.round_parallel if big else _kernels.round_serial
-    kernel(x, out, p)
+    _kernels.round_into(x, out, p)
 
 
 # --- grad mode and name scopes ---------------------------------------------------------------
@@ -296,7 +294,7 @@ def backward(root: Tensor, grad: Any = None) -> None:
             if ctx is None:  # a leaf: accumulate, into an array it owns (optimizers and
                 # GradScaler.unscale_ may update .grad.data in place)
                 if t.grad is not None:
-                    g_t = _accumulate(t.grad, g_t, _grad_site(t, None))
+                    g_t = _accumulate(t.grad, g_t, grad_site(t, None))
                 elif id(g_t.data) in leaf_arrays or not _owns(g_t.data):
                     g_t = Tensor._make(g_t.data.copy(), g_t.fmt)
                 leaf_arrays.add(id(g_t.data))
@@ -313,7 +311,7 @@ def backward(root: Tensor, grad: Any = None) -> None:
             for i, (parent, pg) in enumerate(zip(ctx.inputs, in_grads, strict=True)):
                 if pg is None or not parent.requires_grad:
                     continue
-                site = _grad_site(parent, ctx, i, t._op)
+                site = grad_site(parent, ctx, i, t._op)
                 pg = fit_gradient(pg, parent, site)
                 key = id(parent)
                 grads[key] = pg if key not in grads else _accumulate(grads[key], pg, site)
@@ -323,7 +321,8 @@ def _owns(a: np.ndarray) -> bool:
     return a.base is None and a.flags.writeable
 
 
-def _grad_site(t: Tensor, ctx: Context | None, i: int = 0, op: type | None = None) -> str:
+def grad_site(t: Tensor, ctx: Context | None, i: int = 0, op: type | None = None) -> str:
+    """The monitor site where the gradient of ``t`` (input ``i`` of ``op``) is rounded."""
     if t.grad_site:
         return t.grad_site
     if ctx is None:

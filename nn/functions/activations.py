@@ -44,9 +44,7 @@ class ReLUGrad(Function):
         if autograd.KERNELS_ENABLED and g.shape == y.shape and g.dtype == y.dtype:
             g, y = np.ascontiguousarray(g), np.ascontiguousarray(y)
             out = np.empty_like(g)
-            kernel = (_kernels.relu_grad_parallel if g.size >= _kernels.PARALLEL_MIN_SIZE
-                      else _kernels.relu_grad_serial)
-            kernel(g.reshape(-1), y.reshape(-1), out.reshape(-1))
+            _kernels.relu_grad(g.reshape(-1), y.reshape(-1), out.reshape(-1))
             return out
         return np.where(y > 0, g, 0).astype(g.dtype, copy=False)
 

@@ -14,11 +14,12 @@ import numpy as np
 
 from fpsim import FP32
 from nn import _kernels, autograd
-from nn.autograd import Context, Function, round_params, use_kernel
+from nn.autograd import Context, Function, grad_site, round_array, round_params, use_kernel
 from nn.functions._common import finish, widen
 from nn.functions.activations import relu_grad
 from nn.functions.reductions import sum as reduce_sum
 from nn.functions.shape import transpose
+from nn.policy import carrier_dtype
 from nn.tensor import Tensor
 
 _NO_BIAS = np.zeros(1, dtype=np.float32)
@@ -31,12 +32,26 @@ def _swap_last(t: Tensor) -> Tensor:
 
 
 class MatMul(Function):
-    """a @ b for tensors of >= 2 dimensions (leading dimensions broadcast)."""
+    """a @ b for tensors of >= 2 dimensions (leading dimensions broadcast).
+
+    ``out_fmt``/``site`` let a backward produce a gradient directly in the format (and at the
+    monitor site) of the tensor it belongs to: the same single rounding the engine would do,
+    without a second pass over a fresh array.
+    """
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def output_format(*fmts: Any, out_fmt: Any = "promote", site: Any = None) -> Any:
+        return Function.output_format(*fmts) if out_fmt == "promote" else out_fmt
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray, out_fmt: Any = "promote",
+                site: str | None = None) -> np.ndarray:
         with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is NaN, as in IEEE
-            return finish(ctx, np.matmul(a, b), "MatMul")
+            z = np.matmul(a, b)
+        if site is None:
+            return finish(ctx, z, "MatMul")
+        inplace = z if z.dtype == carrier_dtype(ctx.fmt) else None
+        return round_array(z, ctx.fmt, site=site, out=inplace)
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -62,10 +77,8 @@ class Linear(Function):
             exact = ctx.fmt == FP32  # float32 needs no rounding: the kernel only fuses bias + relu
             if (exact and autograd.KERNELS_ENABLED) or use_kernel(ctx.fmt):
                 bias = b if b is not None else _NO_BIAS
-                kernel = (_kernels.bias_act_round_parallel if z.size >= _kernels.PARALLEL_MIN_SIZE
-                          else _kernels.bias_act_round_serial)
                 p = _NO_ROUNDING if exact else round_params(ctx.fmt)
-                kernel(z, bias, b is not None, relu, not exact, p)
+                _kernels.bias_act_round(z, bias, b is not None, relu, not exact, p)
                 return z
         if b is not None:
             z += b
@@ -76,10 +89,14 @@ class Linear(Function):
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
         x, w = ctx.inputs[:2]
         gz = relu_grad(grad, ctx.output()) if ctx.relu else grad
-        g = widen(gz)
         need = ctx.needs_input_grad
-        grads: tuple[Tensor | None, ...] = (g @ widen(w).T if need[0] else None,
-                                            widen(x).T @ g if need[1] else None)
+        # compute-format operands, fp32 accumulation, one rounding into x's / w's format
+        grads: tuple[Tensor | None, ...] = (
+            MatMul.apply(gz, w.T, out_fmt=x.fmt, site=grad_site(x, ctx, 0, Linear))
+            if need[0] else None,
+            MatMul.apply(x.T, gz, out_fmt=w.fmt, site=grad_site(w, ctx, 1, Linear))
+            if need[1] else None,
+        )
         if len(ctx.inputs) == 3:
             grads += (reduce_sum(gz, axis=0) if need[2] else None,)
         return grads
