@@ -25,6 +25,7 @@ import numpy as np
 
 from nn import functions as F
 from nn.autograd import name_scope
+from nn.model import Model
 from nn.policy import Policy, as_policy, format_name
 from nn.tensor import Tensor, Variable
 
@@ -233,6 +234,15 @@ class Layer:
             y.grad_site = f"{self.name}/grad_activation"
         return y
 
+    # --- configuration (for checkpoints) ------------------------------------------------------
+    def get_config(self) -> dict[str, Any]:
+        """The constructor arguments as plain JSON-able values (Keras style)."""
+        return {"name": self.name, "dtype": self.policy.name}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Layer:
+        return cls(**config)
+
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} '{self.name}' policy={self.policy.name} "
                 f"compute={format_name(self.compute_format)}>")
@@ -261,6 +271,7 @@ class Dense(Layer):
         self.use_bias = use_bias
         self.kernel_initializer = get_initializer(kernel_initializer)
         self.bias_initializer = get_initializer(bias_initializer)
+        self.seed = seed
         self._rng = np.random.default_rng(seed) if seed is not None else None
         self.kernel: Variable | None = None
         self.bias: Variable | None = None
@@ -292,6 +303,11 @@ class Dense(Layer):
             y = self.activation(y)
         return y if x.ndim == 2 else F.reshape(y, (*lead, self.units))
 
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "units": self.units,
+                "activation": _config_name(self.activation_name), "use_bias": self.use_bias,
+                "seed": self.seed}
+
 
 class Activation(Layer):
     """An activation as a layer: ``Activation("softmax", dtype="float32")`` computes in fp32."""
@@ -306,6 +322,9 @@ class Activation(Layer):
 
     def call(self, x: Tensor, training: bool = False) -> Tensor:
         return x if self.activation is None else self.activation(x)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "activation": _config_name(self.activation_name)}
 
 
 class ReLU(Layer):
@@ -322,6 +341,9 @@ class ReLU(Layer):
         if self.negative_slope == 0:
             return F.relu(x)
         return F.leaky_relu(x, self.negative_slope)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "negative_slope": self.negative_slope}
 
 
 class Flatten(Layer):
@@ -349,9 +371,15 @@ class Dropout(Layer):
     def call(self, x: Tensor, training: bool = False) -> Tensor:
         return F.dropout(x, self.rate, rng=self._rng or _RNG[0], training=training)
 
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
 
-class Sequential(Layer):
-    """Layers applied in order. Each layer casts to its own compute format; no cast here."""
+
+class Sequential(Layer, Model):
+    """Layers applied in order. Each layer casts to its own compute format; no cast here.
+
+    A ``Model``: ``compile``, ``fit``, ``evaluate``, ``predict``, ``summary``, ``save``.
+    """
 
     def __init__(self, layers: Iterable[Layer] | None = None, name: str | None = None) -> None:
         super().__init__(name=name)
@@ -400,3 +428,31 @@ class Sequential(Layer):
             x = layer(x, training=training)
         self.built = True
         return x
+
+    def get_config(self) -> dict[str, Any]:
+        return {"name": self.name, "layers": [serialize(layer) for layer in self.layers]}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Sequential:
+        return cls([deserialize(c) for c in config["layers"]], name=config.get("name"))
+
+
+def _config_name(activation: Any) -> str | None:
+    if activation is None or isinstance(activation, str):
+        return activation
+    raise ValueError(f"cannot serialize the custom activation {activation!r}; use a name from "
+                     f"{', '.join(sorted(ACTIVATIONS))}")
+
+
+def serialize(layer: Layer) -> dict[str, Any]:
+    """``{"class_name": ..., "config": ...}`` for a layer (weights are saved separately)."""
+    return {"class_name": type(layer).__name__, "config": layer.get_config()}
+
+
+def deserialize(config: dict[str, Any]) -> Layer:
+    """A new, unbuilt layer from ``serialize``'s output."""
+    classes = {c.__name__: c for c in (Dense, Activation, ReLU, Flatten, Dropout, Sequential)}
+    name = config.get("class_name") if isinstance(config, dict) else None
+    if name not in classes:
+        raise ValueError(f"unknown layer class {name!r}; known: {', '.join(sorted(classes))}")
+    return classes[name].from_config(dict(config.get("config", {})))

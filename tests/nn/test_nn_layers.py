@@ -206,3 +206,21 @@ def test_invalid_layer_arguments_raise():
         nn.Dense(2, kernel_initializer="orthogonal_ish")
     with pytest.raises(TypeError, match="Layer instances"):
         nn.Sequential([np.zeros(3)])
+
+
+def test_serialized_model_rebuilds_the_same_architecture_and_outputs():
+    with nn.policy_scope("mixed_float16"):
+        model = nn.Sequential([nn.Flatten(), nn.Dense(6, activation="tanh", seed=1),
+                               nn.ReLU(0.1), nn.Dropout(0.3, seed=2), nn.Dense(3, seed=3),
+                               nn.Activation("softmax", dtype="float32")])
+    x = np.random.default_rng(0).random((4, 2, 5), dtype=np.float32)
+    expected = model(x).data
+    config = nn.layers.serialize(model)
+    clone = nn.layers.deserialize(config)
+    clone(x)
+    clone.set_weights(model.get_weights())
+    assert nn.layers.serialize(clone) == config
+    assert [layer.policy for layer in clone.layers] == [layer.policy for layer in model.layers]
+    assert np.array_equal(clone(x).data, expected)
+    with pytest.raises(ValueError, match="unknown layer class 'Conv2D'"):
+        nn.layers.deserialize({"class_name": "Conv2D", "config": {}})
