@@ -182,7 +182,11 @@ def matmul_nd(
     a: np.ndarray, b: np.ndarray, fa: Format, fb: Format, acc: Format,
     order: str = "auto", mode: str = "nearest_even", rng: object = None,
 ) -> np.ndarray:
-    """Accumulator values of ``a @ b`` with numpy.matmul's shape rules (1-D and batched)."""
+    """Accumulator values of ``a @ b`` with numpy.matmul's shape rules (1-D and batched).
+
+    float32 when one product took the BLAS path, float64 otherwise; either holds the exact
+    accumulator values.
+    """
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul needs operands of at least one dimension; use * for scalars")
     a2 = a[None, :] if a.ndim == 1 else a
@@ -195,9 +199,12 @@ def matmul_nd(
         rng = np.random.default_rng(rng)  # one stream across the batch, not one seed per matrix
     a3 = np.broadcast_to(a2, batch + a2.shape[-2:])
     b3 = np.broadcast_to(b2, batch + b2.shape[-2:])
-    out = np.empty(batch + (a2.shape[-2], b2.shape[-1]), dtype=np.float64)
-    for idx in np.ndindex(*batch):
-        out[idx] = matmul_2d(a3[idx], b3[idx], fa, fb, acc, order, mode, rng)
+    if not batch:  # one product: keep its dtype (float32 from BLAS), no float64 copy
+        out = matmul_2d(a2, b2, fa, fb, acc, order, mode, rng)
+    else:
+        out = np.empty(batch + (a2.shape[-2], b2.shape[-1]), dtype=np.float64)
+        for idx in np.ndindex(*batch):
+            out[idx] = matmul_2d(a3[idx], b3[idx], fa, fb, acc, order, mode, rng)
     if a.ndim == 1:
         out = out[..., 0, :]
     if b.ndim == 1:
