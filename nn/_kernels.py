@@ -40,25 +40,25 @@ INF_BITS = 0x7F800000
 
 @njit(inline="always")
 def _round_value(v, p):
-    """The float32 ``v`` rounded to nearest-even in the format described by ``p``."""
+    """The float32 ``v`` rounded to nearest-even in the format described by ``p`` (M < 23).
+
+    Both regions are computed and one is selected, without branches: gradients straddle the
+    subnormal boundary at random, and a mispredicted branch costs more than the other path.
+    """
     M, MIN_NORMAL_BITS, C_SUB, MAX_BITS, OVF_BITS, NO_NEG_ZERO = p
     u = np.int64(np.float32(v).view(np.uint32))
     a = u & ABS_MASK
     sign = u & SIGN_MASK
-    if a < MIN_NORMAL_BITS:  # subnormal region: the float32 addition rounds on the 2^q grid
-        r = (abs(v) + C_SUB) - C_SUB
-        if sign != 0 and not (NO_NEG_ZERO and r == 0):
-            r = -r
-        return r
-    if a > INF_BITS:  # NaN stays NaN
-        return v
-    d = 23 - M  # normal region (and inf): ties-to-even on the magnitude bits
-    rb = a
-    if d > 0:
-        rb = (a + ((1 << (d - 1)) - 1) + ((a >> d) & 1)) & ~((1 << d) - 1)
-    if rb > MAX_BITS:
-        rb = OVF_BITS
-    return np.uint32(sign | rb).view(np.float32)
+    # subnormal region: the float32 addition rounds |v| on the 2^q grid; put the sign back
+    sub = np.int64(np.float32((abs(v) + C_SUB) - C_SUB).view(np.uint32))
+    sub = sub | (sign if (sub != 0 or NO_NEG_ZERO == 0) else 0)
+    # normal region (and inf): ties-to-even on the magnitude bits, then the overflow policy
+    d = 23 - M
+    rb = (a + ((1 << d) >> 1) - 1 + ((a >> d) & 1)) & ~((1 << d) - 1)
+    rb = OVF_BITS if rb > MAX_BITS else rb
+    res = sub if a < MIN_NORMAL_BITS else (sign | rb)
+    res = u if a > INF_BITS else res  # NaN stays NaN
+    return np.uint32(res).view(np.float32)
 
 
 @njit(cache=True)

@@ -44,11 +44,11 @@ def _f32_bits(value: float) -> int:
 def round_params(fmt: Format) -> tuple | None:
     """The constants nn's rounding kernels need for ``fmt``, or None if they do not cover it.
 
-    The kernels do nearest-even with subnormals for formats whose normal range lies inside
-    float32's and which have NaN; anything else (flush-to-zero, no-NaN formats) goes to
-    ``fpsim.round``.
+    The kernels do nearest-even with subnormals for formats with fewer than 23 mantissa bits,
+    a normal range inside float32's, and NaN; anything else (flush-to-zero, no-NaN formats)
+    goes to ``fpsim.round``.
     """
-    if not fmt.subnormals or not fmt.has_nan or fmt.emin < -126:
+    if not fmt.subnormals or not fmt.has_nan or fmt.emin < -126 or fmt.mantissa_bits >= 23:
         return None
     max_bits = _f32_bits(fmt.max)
     ovf = max_bits if fmt.overflow == "saturate" else _OVF_BITS[fmt.overflow]
@@ -83,7 +83,7 @@ def round_array(
     """
     if fmt is None:
         result = x if x.dtype == np.float64 else x.astype(np.float64)
-    elif x.dtype == np.float32 and fmt == FP32:
+    elif x.dtype == np.float32 and (fmt is FP32 or fmt == FP32):
         result = x
     elif x.dtype != np.float32:
         # round float64 once from its own bits, then the carrier holds the value exactly
@@ -185,8 +185,9 @@ class Function:
     def output_format(*fmts: Format | None, **params: Any) -> Format | None:
         """The format of the output: by default the promotion of the input formats."""
         out = fmts[0]
-        for f in fmts[1:]:
-            out = promote(out, f)
+        for f in fmts:
+            if f is not out:
+                out = promote(out, f)
         return out
 
     @staticmethod
@@ -202,12 +203,13 @@ class Function:
         """Run forward and, when any input needs a gradient, record the node in the graph."""
         ctx = Context()
         ctx.inputs = inputs
-        ctx.fmt = cls.output_format(*(t.fmt for t in inputs), **params)
+        ctx.fmt = cls.output_format(*[t.fmt for t in inputs], **params)
         ctx.scope = _SCOPE[-1]
-        ctx.out = cls.forward(ctx, *(t.data for t in inputs), **params)
-        ctx.needs_input_grad = tuple(t.requires_grad for t in inputs)
-        record = _GRAD_ENABLED[-1] and any(ctx.needs_input_grad)
-        return Tensor._make(ctx.out, ctx.fmt, cls if record else None, ctx if record else None)
+        ctx.out = cls.forward(ctx, *[t.data for t in inputs], **params)
+        ctx.needs_input_grad = needs = tuple([t.requires_grad for t in inputs])
+        if _GRAD_ENABLED[-1] and True in needs:
+            return Tensor._make(ctx.out, ctx.fmt, cls, ctx)
+        return Tensor._make(ctx.out, ctx.fmt)
 
 
 # --- the backward pass ------------------------------------------------------------------------

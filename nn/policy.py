@@ -22,6 +22,7 @@ can be checked against float64 central differences.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 
 import numpy as np
@@ -60,10 +61,15 @@ def carrier_dtype(fmt: Format | None) -> np.dtype:
 
 def contains(wide: Format | None, narrow: Format | None) -> bool:
     """True if every value of ``narrow`` is a value of ``wide`` (so widening is exact)."""
-    if wide is None:
+    if wide is None or wide is narrow or wide is FP32:  # identity first: ops ask this a lot
         return True
     if narrow is None:
         return False
+    return _contains(wide, narrow)
+
+
+@functools.lru_cache(maxsize=256)
+def _contains(wide: Format, narrow: Format) -> bool:
     if wide == narrow or wide == FP32:
         return True
     lowest = wide.emin - wide.mantissa_bits  # log2 of the smallest quantum
@@ -83,9 +89,7 @@ def promote(a: Format | None, b: Format | None) -> Format | None:
     >>> promote(fpsim.FP16, fpsim.FP32).name, promote(fpsim.FP16, fpsim.BF16).name
     ('float32', 'float32')
     """
-    if a == b:
-        return a
-    if contains(a, b):
+    if a is b or contains(a, b):
         return a
     if contains(b, a):
         return b

@@ -58,7 +58,7 @@ class Tensor:
         requires_grad: bool = False,
         name: str | None = None,
     ) -> None:
-        fmt = default_tensor_format() if fmt == "auto" else resolve_format(fmt)
+        fmt = default_tensor_format() if _is_auto(fmt) else resolve_format(fmt)
         arr = as_float_array(data)
         self.data = _rounded_copy(arr, fmt)
         self.fmt: Format | None = fmt
@@ -243,7 +243,7 @@ class Variable(Tensor):
         name: str | None = None,
         trainable: bool = True,
     ) -> None:
-        if fmt == "auto":
+        if _is_auto(fmt):
             fmt = global_policy().variable_format
         super().__init__(data, fmt=fmt, requires_grad=trainable, name=name)
         self.trainable = bool(trainable)
@@ -273,6 +273,10 @@ class Variable(Tensor):
 
     # variables are leaves: hashing by identity lets them key dicts (optimizer slots)
     __hash__ = object.__hash__
+
+
+def _is_auto(fmt: object) -> bool:
+    return isinstance(fmt, str) and fmt == "auto"
 
 
 def _rounded_copy(arr: np.ndarray, fmt: Format | None) -> np.ndarray:

@@ -18,7 +18,7 @@ def finish(ctx: Context, out: np.ndarray, op: str) -> np.ndarray:
 def widen(t: Tensor) -> Tensor:
     """``t`` in FP32 (or float64): exact, shares the data; for work that runs in fp32."""
     fmt = at_least_fp32(t.fmt)
-    if fmt == t.fmt:
+    if fmt is t.fmt or fmt == t.fmt:
         return t
     from nn.functions.cast import Cast
 

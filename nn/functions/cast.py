@@ -39,6 +39,6 @@ class Cast(Function):
 def cast(x: Tensor, fmt: Any) -> Tensor:
     """``x`` in format ``fmt`` (a Format, a name, or "float64"); ``x`` itself if already there."""
     target = resolve_format(fmt)
-    if target == x.fmt:
+    if target is x.fmt or target == x.fmt:
         return x
     return Cast.apply(x, fmt=target)

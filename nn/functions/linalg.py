@@ -41,7 +41,7 @@ class MatMul(Function):
 
     @staticmethod
     def output_format(*fmts: Any, out_fmt: Any = "promote", site: Any = None) -> Any:
-        return Function.output_format(*fmts) if out_fmt == "promote" else out_fmt
+        return Function.output_format(*fmts) if isinstance(out_fmt, str) else out_fmt
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray, out_fmt: Any = "promote",
@@ -74,7 +74,8 @@ class Linear(Function):
         with np.errstate(invalid="ignore", over="ignore"):
             z = np.matmul(x, w)
         if z.dtype == np.float32 and z.ndim == 2 and z.size > 0:
-            exact = ctx.fmt == FP32  # float32 needs no rounding: the kernel only fuses bias + relu
+            # float32 needs no rounding: the kernel then only fuses bias + relu
+            exact = ctx.fmt is FP32 or ctx.fmt == FP32
             if (exact and autograd.KERNELS_ENABLED) or use_kernel(ctx.fmt):
                 bias = b if b is not None else _NO_BIAS
                 p = _NO_ROUNDING if exact else round_params(ctx.fmt)

@@ -49,7 +49,7 @@ class Sum(_Reduction):
     def forward(ctx: Context, a: np.ndarray, axes: tuple = (), keepdims: bool = False
                 ) -> np.ndarray:
         ctx.kept = _kept_shape(a.shape, axes)
-        return np.asarray(np.sum(a, axis=axes, keepdims=keepdims))
+        return np.asarray(a.sum(axis=axes, keepdims=keepdims))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
