@@ -130,14 +130,19 @@ def no_grad() -> Iterator[None]:
         _GRAD_ENABLED.pop()
 
 
-@contextlib.contextmanager
-def name_scope(name: str) -> Iterator[str]:
+class name_scope:  # noqa: N801 (used like a function: ``with name_scope("dense"):``)
     """Prefix the monitor site names of the ops run inside (layers use their own name)."""
-    scope = f"{_SCOPE[-1]}/{name}" if _SCOPE[-1] else name
-    _SCOPE.append(scope)
-    try:
-        yield scope
-    finally:
+
+    __slots__ = ("scope",)
+
+    def __init__(self, name: str) -> None:
+        self.scope = f"{_SCOPE[-1]}/{name}" if _SCOPE[-1] else name
+
+    def __enter__(self) -> str:
+        _SCOPE.append(self.scope)
+        return self.scope
+
+    def __exit__(self, *exc: object) -> None:
         _SCOPE.pop()
 
 

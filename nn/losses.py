@@ -62,6 +62,9 @@ def sparse_categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool 
         raise ValueError(f"sparse_categorical_crossentropy: predictions of shape {p.shape} have "
                          "no class axis")
     labels = _labels(y_true, p, "sparse_categorical_crossentropy")
+    if from_logits:  # the fused op: log_softmax and the label's entry in one pass
+        flat = F.reshape(p, (-1, p.shape[-1]))
+        return F.reshape(F.sparse_softmax_cross_entropy(flat, labels.reshape(-1)), labels.shape)
     logp = _log_probs(p, from_logits)
     flat = F.reshape(logp, (-1, p.shape[-1]))
     picked = flat[np.arange(flat.shape[0]), labels.reshape(-1)]

@@ -48,6 +48,7 @@ from nn.functions.elementwise import (
     sub,
 )
 from nn.functions.linalg import Linear, MatMul, linear, matmul
+from nn.functions.losses import SparseSoftmaxCrossEntropy, sparse_softmax_cross_entropy
 from nn.functions.reductions import Max, Mean, Sum, max, mean, sum
 from nn.functions.shape import (
     BroadcastTo,
@@ -63,9 +64,10 @@ from nn.functions.shape import (
 __all__ = [
     "GELU", "Add", "BroadcastTo", "Cast", "Clip", "Div", "Dropout", "Erf", "Exp", "GetItem",
     "LeakyReLU", "Linear", "Log", "LogSoftmax", "MatMul", "Max", "Mean", "Mul", "Neg", "Pow",
-    "ReLU", "ReLUGrad", "Reshape", "Sigmoid", "Softmax", "Sqrt", "Sub", "Sum", "Tanh",
+    "ReLU", "ReLUGrad", "Reshape", "Sigmoid", "Softmax", "SparseSoftmaxCrossEntropy", "Sqrt",
+    "Sub", "Sum", "Tanh",
     "Transpose", "add", "broadcast_to", "cast", "clip", "div", "dropout", "erf", "exp",
     "gelu", "getitem", "leaky_relu", "linear", "log", "log_softmax", "matmul", "max", "mean",
     "mul", "neg", "pow", "relu", "relu_grad", "reshape", "sigmoid", "softmax", "sqrt", "sub",
-    "sum", "tanh", "transpose",
+    "sparse_softmax_cross_entropy", "sum", "tanh", "transpose",
 ]

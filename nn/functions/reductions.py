@@ -13,7 +13,7 @@ import numpy as np
 
 from nn.autograd import Context, Function
 from nn.functions._common import constant
-from nn.functions.shape import broadcast_to, reshape
+from nn.functions.shape import BroadcastTo
 from nn.policy import at_least_fp32
 from nn.tensor import Tensor
 
@@ -53,7 +53,7 @@ class Sum(_Reduction):
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        return broadcast_to(reshape(grad, ctx.kept), ctx.inputs[0].shape)
+        return BroadcastTo.apply(grad, shape=ctx.inputs[0].shape, kept=ctx.kept)
 
 
 class Mean(_Reduction):
@@ -70,7 +70,7 @@ class Mean(_Reduction):
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        return broadcast_to(reshape(grad / float(ctx.count), ctx.kept), ctx.inputs[0].shape)
+        return BroadcastTo.apply(grad / float(ctx.count), shape=ctx.inputs[0].shape, kept=ctx.kept)
 
 
 class Max(_Reduction):
@@ -87,7 +87,7 @@ class Max(_Reduction):
         a = ctx.inputs[0]
         hit = a.data == ctx.out.reshape(ctx.kept)
         count = hit.sum(axis=tuple(i for i, n in enumerate(ctx.kept) if n == 1), keepdims=True)
-        g = broadcast_to(reshape(grad, ctx.kept), a.shape)
+        g = BroadcastTo.apply(grad, shape=a.shape, kept=ctx.kept)
         return (g * constant(hit, g)) / constant(count, g)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from nn.autograd import Context, Function
+from nn.autograd import Context, Function, sum_to_shape
 from nn.tensor import Tensor
 
 
@@ -41,17 +41,22 @@ class Transpose(Function):
 
 
 class BroadcastTo(Function):
-    """A read-only broadcast view; the engine sums the gradient back to the input's shape."""
+    """A read-only broadcast view (of ``a`` reshaped to ``kept`` first, if given: the backward
+    of a reduction); the engine sums the gradient back to the input's shape."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, shape: tuple = ()) -> np.ndarray:
+    def forward(ctx: Context, a: np.ndarray, shape: tuple = (), kept: Any = None) -> np.ndarray:
         try:
-            return np.broadcast_to(a, shape)
+            ctx.kept = kept
+            return np.broadcast_to(a if kept is None else a.reshape(kept), shape)
         except ValueError:
             raise ValueError(f"cannot broadcast a tensor of shape {a.shape} to {shape}") from None
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
+        if ctx.kept is not None and ctx.kept != ctx.inputs[0].shape:
+            return Tensor._make(sum_to_shape(grad.data, ctx.kept).reshape(ctx.inputs[0].shape),
+                                grad.fmt)
         return grad
 
 

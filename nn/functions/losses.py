@@ -1,0 +1,45 @@
+"""Fused loss ops. ``SparseSoftmaxCrossEntropy``: -log softmax(z)[label] per row, in fp32.
+
+Fusing log_softmax with the pick of the label's entry is what every framework does for
+cross-entropy from logits: one pass forward, and the backward is (softmax(z) - onehot) * g.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nn.autograd import Context, Function
+from nn.functions._common import constant
+from nn.functions.activations import _logsumexp
+from nn.functions.shape import reshape
+from nn.policy import at_least_fp32
+from nn.tensor import Tensor
+
+
+class SparseSoftmaxCrossEntropy(Function):
+    """loss[i] = logsumexp(z[i]) - z[i, labels[i]] for z (N, C), computed in fp32 (FP32 out)."""
+
+    @staticmethod
+    def output_format(*fmts: Any, **params: Any) -> Any:
+        return at_least_fp32(fmts[0])
+
+    @staticmethod
+    def forward(ctx: Context, z: np.ndarray, labels: Any = None) -> np.ndarray:
+        rows = np.arange(z.shape[0])
+        logp = z - _logsumexp(z, axis=1)
+        ctx.labels = labels
+        ctx.logp = logp
+        return np.negative(logp[rows, labels])
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        delta = np.exp(ctx.logp)
+        delta[np.arange(len(ctx.labels)), ctx.labels] -= 1  # softmax - onehot, in fp32
+        return constant(delta, grad) * reshape(grad, (-1, 1))
+
+
+def sparse_softmax_cross_entropy(z: Tensor, labels: np.ndarray) -> Tensor:
+    """Per-row cross-entropy of logits ``z`` (N, C) against integer ``labels`` (N,)."""
+    return SparseSoftmaxCrossEntropy.apply(z, labels=labels)
