@@ -217,3 +217,11 @@ def test_model_with_flatten_relu_layer_and_dropout_in_inference_matches_central_
         model = nn.Sequential([nn.Flatten(), nn.Dense(5, seed=1), nn.ReLU(negative_slope=0.1),
                                nn.Dropout(0.5), nn.Dense(2, seed=2)])
     check_model_gradients(model, LOSSES["sparse_ce_logits"], x, y)
+
+
+@FEW
+@given(n=st.integers(1, 5), c=st.integers(1, 5), seed=seeds)
+def test_fused_sparse_softmax_cross_entropy_gradient_matches_central_differences(n, c, seed):
+    labels = np.random.default_rng(seed).integers(0, c, n)
+    check_op_gradients(lambda z: F.sparse_softmax_cross_entropy(z, labels),
+                       _values(seed, (n, c), -3, 3), seed=seed)
