@@ -61,8 +61,13 @@ def _line(label: str, text: str) -> str:
 
 
 def _num(v: float | Fraction) -> str:
-    """A value as Python prints the float (shortest repr), without a trailing '.0' on integers."""
-    f = float(v)
+    """A value as Python prints the float (shortest repr), without a trailing '.0' on integers;
+    a grid point beyond float64's range as ``m × 2^e``."""
+    try:
+        f = float(v)
+    except OverflowError:
+        e = floor_log2(abs(Fraction(v)))
+        return f"{float(v / Fraction(2) ** e)!r} × 2^{e}"
     if math.isfinite(f) and f == int(f) and abs(f) < 2**53:
         return str(int(f)) if f != 0 else ("-0" if math.copysign(1, f) < 0 else "0")
     return repr(f)
@@ -118,8 +123,28 @@ def _value_bits(v: float, fmt: Format) -> str:
     return _code_text(int(to_bits(v, fmt)), fmt)
 
 
+def _exact_decimal(x: float, limit: int = 80) -> str:
+    """The exact decimal value of a float; past ``limit`` significant digits, the first ones."""
+    d = Decimal(x)
+    digits = "".join(map(str, d.as_tuple().digits))
+    if len(digits) <= limit:
+        return str(d)
+    sign = "-" if d < 0 else ""
+    return (f"{sign}{digits[0]}.{digits[1:limit]}...e{d.adjusted()}, "
+            f"{len(digits)} significant digits")
+
+
+def _sci(v: Fraction) -> str:
+    """A positive rational to 6 significant digits, as ``m × 2^e`` beyond float64's range."""
+    try:
+        return f"{float(v):.6g}"
+    except OverflowError:
+        e = floor_log2(v)
+        return f"{float(v / Fraction(2) ** e):.6g} × 2^{e}"
+
+
 def _input_lines(x: float) -> list[str]:
-    lines = [_line("input:", f"{x!r} (exact decimal {Decimal(x)})")]
+    lines = [_line("input:", f"{x!r} (exact decimal {_exact_decimal(x)})")]
     v = abs(Fraction(x))
     e = floor_log2(v)
     mant = v / Fraction(2) ** e
@@ -247,10 +272,10 @@ def _result_lines(
     if err == 0:
         lines.append(_line("error:", "0 (exact)"))
         return lines
-    rel = f"{float(err / abs(Fraction(x))):.6g}"
+    rel = _sci(err / abs(Fraction(x)))
     ulps = err / Fraction(2) ** q
     lines.append(_line("error:", (
-        f"absolute {float(err):.6g}, relative {rel}, {float(ulps):.6g} ulp "
+        f"absolute {_sci(err)}, relative {rel}, {_sci(ulps)} ulp "
         f"(ulp = {_pow2(q)} at x)")))
     return lines
 
@@ -309,14 +334,18 @@ def explanation(
     q = quantum_exponent(v, fmt, subnormals)
     where = "normal range" if e >= fmt.emin else (
         f"subnormal range: below {_pow2(fmt.emin)} the spacing stays {_pow2(q)}" if subnormals
-        else "below the normal range (subnormals off: rounded, then flushed to zero)")
-    lines.append(_line("grid:", f"spacing (ulp) {_pow2(q)} = {_num(2.0**q)} here ({where})"))
+        else "below the normal range; subnormals off: rounded at full precision, then flushed "
+        "to zero")
+    spacing = _pow2(q) + (f" = {_num(2.0**q)}" if -1074 <= q else "")  # float64 shows 2^-1074+
+    lines.append(_line("grid:", f"spacing (ulp) {spacing} here ({where})"))
 
     scaled = v / Fraction(2) ** q
     k = math.floor(scaled)
     f = scaled - k
     lo, hi = k * Fraction(2) ** q, (k + 1) * Fraction(2) ** q
-    if f == 0:
+    if f == 0 and not subnormals and e < fmt.emin:
+        lines.append(_line("neighbours:", "none needed: x lies on the full-precision grid"))
+    elif f == 0:
         lines.append(_line("neighbours:", f"none needed: x is a value of {fmt.name}"))
     elif lo > fmt.max_exact:
         lines.append(_line("neighbours:", (

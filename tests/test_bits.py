@@ -12,7 +12,10 @@ import functools
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from oracle import decode
+from strategies import formats, representable
 
 import fpsim
 from fpsim import Format
@@ -21,6 +24,7 @@ from fpsim.bits import (
     code_dtype,
     decompose,
     from_bits,
+    nan_code,
     next_down,
     next_up,
     to_bits,
@@ -443,3 +447,22 @@ def test_next_up_keeps_the_input_float_dtype():
     assert next_up(np.float32([1.0]), "bf16").dtype == np.float32
     assert next_up(np.float64([1.0]), "bf16").dtype == np.float64
     assert next_up(1.0, "bf16") == 1.0078125
+
+
+# --- any format, custom ones included (hypothesis) -------------------------------------------
+@given(data=st.data(), fmt=formats(custom=True))
+def test_from_bits_inverts_to_bits_for_any_value_of_any_format(data, fmt):
+    v = data.draw(representable(fmt, specials=True))
+    assume(not (np.isnan(v) and nan_code(fmt) is None))  # IEEE-style M = 0: inf but no NaN code
+    code = to_bits(v, fmt)
+    assert same(from_bits(code, fmt), np.float32(v))
+    assert to_bits(from_bits(code, fmt), fmt) == code
+
+
+@given(data=st.data(), fmt=formats(custom=True))
+def test_next_up_is_a_value_above_x_with_nothing_of_the_format_in_between(data, fmt):
+    x = data.draw(st.floats(-fmt.max, fmt.max, exclude_max=True))
+    up = next_up(x, fmt)
+    assert up > x
+    to_bits(up, fmt)  # a value of the format (raises otherwise)
+    assert next_down(up, fmt) <= x

@@ -12,7 +12,10 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from oracle import sample_points
+from strategies import formats, modes
 
 import fpsim
 from fpsim import Format
@@ -229,3 +232,11 @@ def test_explain_rejects_unknown_formats_modes_and_non_numbers():
         explain(1.0, "fp16", "sideways")
     with pytest.raises(TypeError, match="x must be a real number, got '1e-5'"):
         explain("1e-5", "fp16")
+
+
+@given(fmt=formats(custom=True), mode=modes(deterministic=True),
+       x=st.one_of(st.floats(), st.floats(-1e5, 1e5), st.floats(-1e-3, 1e-3)))
+def test_explanation_result_equals_round_scalar_for_any_float64_and_format(fmt, mode, x):
+    # the specification; fpsim.round equals it (tests/test_rounding_*), and is compared with
+    # explanation directly above for catalog, flush-to-zero and M = 0 formats
+    assert same(explanation(x, fmt, mode).result, fpsim.round_scalar(x, fmt, mode))
