@@ -36,3 +36,10 @@ __all__ += [
     "SGD", "Adam", "DynamicLossScale", "GradScaler", "LossScaleOptimizer", "RMSprop",
     "datasets", "optimizers",
 ]
+
+# --- Model, History, checkpoints ---
+from nn.checkpoint import load_model  # noqa: E402
+from nn.history import History  # noqa: E402
+from nn.model import Model, WeightedLoss  # noqa: E402
+
+__all__ += ["History", "Model", "WeightedLoss", "load_model"]

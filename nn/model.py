@@ -380,14 +380,16 @@ class Model:
         variables = self.trainable_variables
         for v in variables:
             v.zero_grad()
-        if scaler is None:
-            loss.backward()
-            grads = [v.grad for v in variables]
-            scale, skipped = 1.0, False
-        else:
-            scale = scaler.loss_scale
-            scaler.get_scaled_loss(loss).backward()
-            grads = [v.grad for v in variables]
+        # a scaled backward may overflow to inf (then inf - inf = NaN in sums): IEEE results the
+        # loss scaler is there to catch, not warnings
+        with np.errstate(over="ignore", invalid="ignore"):
+            if scaler is None:
+                loss.backward()
+                scale, skipped = 1.0, False
+            else:
+                scale = scaler.loss_scale
+                scaler.get_scaled_loss(loss).backward()
+        grads = [v.grad for v in variables]
         if telemetry:
             for t in outs:
                 if t.grad is not None:

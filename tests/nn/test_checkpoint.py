@@ -1,0 +1,222 @@
+"""Checkpoints: save/load round trips, bit-identical resume, and refusal of bad files.
+
+The oracle for resuming is the uninterrupted run itself: same seed, same data, compared bit for
+bit (weights, optimizer slots, loss scale, step losses).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import nn
+
+CE = nn.losses.SparseCategoricalCrossentropy
+
+
+@pytest.fixture(scope="module")
+def data():
+    (x, y), _ = nn.datasets.load_digits()
+    return x[:256], y[:256]
+
+
+def _model(policy="mixed_float16", optimizer="adam", dropout=False):
+    nn.set_random_seed(7)
+    with nn.policy_scope(policy):
+        layers = [nn.Dense(24, activation="relu")]
+        if dropout:
+            layers.append(nn.Dropout(0.2, seed=3))
+        layers += [nn.Dense(10)]
+        model = nn.Sequential(layers)
+    opt = nn.optimizers.get(optimizer)
+    return model.compile(opt, CE(from_logits=True), ["accuracy"])
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
+
+
+def _slots(model):
+    opt = model.inner_optimizer
+    return [opt.get_slot(v, s) for v in opt.variables for s in opt.slot_names]
+
+
+@pytest.mark.parametrize("policy,optimizer,dropout", [
+    ("mixed_float16", "adam", False),
+    ("mixed_float16", "sgd", True),
+    ("float16", "rmsprop", False),
+    ("mixed_bfloat16", "adam", True),
+])
+def test_resumed_training_is_bit_identical_to_an_uninterrupted_run(data, tmp_path, policy,
+                                                                    optimizer, dropout):
+    x, y = data
+    straight = _model(policy, optimizer, dropout)
+    h_straight = straight.fit(x, y, batch_size=32, epochs=4, seed=5, verbose=0)
+
+    first = _model(policy, optimizer, dropout)
+    first.fit(x, y, batch_size=32, epochs=2, seed=5, verbose=0)
+    first.save(tmp_path / "ck.npz")
+    resumed = nn.load_model(tmp_path / "ck.npz")
+    h_resumed = resumed.fit(x, y, batch_size=32, epochs=2, seed=5, verbose=0)
+
+    assert _same(straight.get_weights(), resumed.get_weights())
+    assert _same(_slots(straight), _slots(resumed))
+    assert h_straight.step_loss[-len(h_resumed.step_loss):] == h_resumed.step_loss
+    assert straight.inner_optimizer.iterations == resumed.inner_optimizer.iterations
+    assert resumed.epochs_trained == 4
+
+
+def test_resume_restores_the_dynamic_loss_scale_and_its_counter(data, tmp_path):
+    x, y = data
+    opt = nn.LossScaleOptimizer(nn.SGD(0.05), initial_scale=2.0**40, dynamic_growth_steps=3)
+    straight = _model().compile(opt, CE(from_logits=True))
+    h = straight.fit(x, y, batch_size=32, epochs=4, seed=1, verbose=0)
+    assert any(h.step_skipped) and not all(h.step_skipped)  # the scale moved both ways
+
+    opt = nn.LossScaleOptimizer(nn.SGD(0.05), initial_scale=2.0**40, dynamic_growth_steps=3)
+    first = _model().compile(opt, CE(from_logits=True))
+    first.fit(x, y, batch_size=32, epochs=2, seed=1, verbose=0)
+    first.save(tmp_path / "ck.npz")
+    resumed = nn.load_model(tmp_path / "ck.npz")
+    loaded = resumed.loss_scale_optimizer
+    assert loaded.loss_scale == first.loss_scale_optimizer.loss_scale
+    assert loaded.dynamic_counter == first.loss_scale_optimizer.dynamic_counter
+    assert loaded.skipped_steps == first.loss_scale_optimizer.skipped_steps
+    h2 = resumed.fit(x, y, batch_size=32, epochs=2, seed=1, verbose=0)
+    assert h2.step_loss_scale == h.step_loss_scale[-len(h2.step_loss_scale):]
+    assert _same(straight.get_weights(), resumed.get_weights())
+
+
+def test_a_loaded_model_predicts_exactly_as_the_saved_one(data, tmp_path):
+    x, y = data
+    model = _model()
+    model.fit(x, y, epochs=1, verbose=0)
+    model.save(tmp_path / "m.npz")
+    loaded = nn.load_model(tmp_path / "m.npz")
+    np.testing.assert_array_equal(model.predict(x), loaded.predict(x))
+    assert [layer.policy for layer in loaded.layers] == [layer.policy for layer in model.layers]
+    assert isinstance(loaded.loss_scale_optimizer, nn.LossScaleOptimizer)
+
+
+def test_an_uncompiled_model_round_trips_without_optimizer(tmp_path):
+    nn.set_random_seed(0)
+    model = nn.Sequential([nn.Dense(3, activation="tanh")])
+    model(np.ones((1, 4), np.float32))
+    model.save(tmp_path / "u.npz")
+    loaded = nn.load_model(tmp_path / "u.npz")
+    assert _same(model.get_weights(), loaded.get_weights())
+    assert getattr(loaded, "loss", None) is None
+
+
+def test_loading_does_not_draw_from_the_global_generator(data, tmp_path):
+    model = _model()
+    model(data[0][:1])
+    model.save(tmp_path / "m.npz")
+    nn.set_random_seed(123)
+    nn.load_model(tmp_path / "m.npz")
+    after_load = nn.Dense(2)
+    after_load(np.ones((1, 2), np.float32))
+    nn.set_random_seed(123)
+    fresh = nn.Dense(2)
+    fresh(np.ones((1, 2), np.float32))
+    assert _same(after_load.get_weights(), fresh.get_weights())
+
+
+# --- bad files ----------------------------------------
+@pytest.fixture
+def saved(data, tmp_path):
+    model = _model()
+    model.fit(*data, epochs=1, verbose=0)
+    path = tmp_path / "good.npz"
+    model.save(path)
+    return path
+
+
+@pytest.mark.parametrize("keep", [0.1, 0.5, 0.9, 0.999])
+def test_a_truncated_file_raises_value_error(saved, tmp_path, keep):
+    raw = saved.read_bytes()
+    bad = tmp_path / "truncated.npz"
+    bad.write_bytes(raw[: int(len(raw) * keep)])
+    with pytest.raises(ValueError, match="not a usable fpsim nn checkpoint"):
+        nn.load_model(bad)
+
+
+def test_a_corrupted_byte_raises_value_error(saved, tmp_path):
+    raw = bytearray(saved.read_bytes())
+    with zipfile.ZipFile(saved) as z:
+        info = z.getinfo("weight_0.npy")
+    raw[info.header_offset + 30 + len(info.filename) + 200] ^= 0xFF  # inside the weight data
+    bad = tmp_path / "corrupt.npz"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="not a usable fpsim nn checkpoint"):
+        nn.load_model(bad)
+
+
+def test_a_foreign_npz_raises_value_error(tmp_path):
+    path = tmp_path / "foreign.npz"
+    np.savez(path, a=np.arange(3), b=np.ones(2))
+    with pytest.raises(ValueError, match="no 'config' member"):
+        nn.load_model(path)
+
+
+def test_a_file_that_is_not_a_zip_raises_value_error(tmp_path):
+    path = tmp_path / "text.npz"
+    path.write_text("hello")
+    with pytest.raises(ValueError, match="not a usable fpsim nn checkpoint"):
+        nn.load_model(path)
+
+
+def test_a_missing_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        nn.load_model(tmp_path / "nothing.npz")
+
+
+def _rewrite(src, dst, edit_config=None, drop=None, replace=None):
+    with np.load(src) as z:
+        arrays = {k: z[k] for k in z.files}
+    config = json.loads(arrays["config"].tobytes())
+    if edit_config:
+        edit_config(config)
+    arrays["config"] = np.frombuffer(json.dumps(config).encode(), np.uint8)
+    if drop:
+        del arrays[drop]
+    if replace:
+        arrays.update(replace)
+    np.savez(dst, **arrays)
+    return dst
+
+
+def test_a_newer_version_or_another_format_tag_raises(saved, tmp_path):
+    def bump(c):
+        c["version"] = 99
+
+    def retag(c):
+        c["format"] = "something.else"
+
+    with pytest.raises(ValueError, match="version 99"):
+        nn.load_model(_rewrite(saved, tmp_path / "v.npz", edit_config=bump))
+    with pytest.raises(ValueError, match="format tag"):
+        nn.load_model(_rewrite(saved, tmp_path / "t.npz", edit_config=retag))
+
+
+def test_a_weight_of_the_wrong_shape_raises(saved, tmp_path):
+    bad = _rewrite(saved, tmp_path / "s.npz", replace={"weight_1": np.zeros(5, np.float32)})
+    with pytest.raises(ValueError, match="weight 1"):
+        nn.load_model(bad)
+
+
+def test_a_missing_optimizer_slot_raises(saved, tmp_path):
+    bad = _rewrite(saved, tmp_path / "m.npz", drop="slot_0_momentum")
+    with pytest.raises(ValueError, match="slot"):
+        nn.load_model(bad)
+
+
+def test_saving_replaces_the_file_atomically(saved, data):
+    model = _model()
+    model.fit(*data, epochs=1, verbose=0)
+    model.save(saved)
+    assert nn.load_model(saved).epochs_trained == 1
+    assert [p.name for p in saved.parent.iterdir()] == [saved.name]
