@@ -218,6 +218,50 @@ COMMANDS: list[Command] = [
 ]
 
 
+# --- fpsim train / fpsim compare (nn's commands; nn is imported only when they run) ---------
+def _add_train(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", default="mixed_float16", metavar="P",
+                        help="float32, mixed_float16, mixed_bfloat16, float16, bfloat16, ...; "
+                             "default mixed_float16")
+    parser.add_argument("--loss-scale", default=None, metavar="S",
+                        help="dynamic, none or a fixed number; default: dynamic under "
+                             "mixed_float16, none otherwise")
+    parser.add_argument("--optimizer", choices=("sgd", "rmsprop", "adam"), default="sgd")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save", default=None, metavar="PATH", help="write a checkpoint (.npz)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from nn import cli as nn_cli  # loads nn only when this command runs
+
+    return nn_cli.train(args)
+
+
+def _add_compare(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default=".", metavar="DIR",
+                        help="directory for compare.png; default the current one")
+    parser.add_argument("--epochs", type=int, default=None, help="default 20 (4 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="a short run (4 epochs)")
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    from nn import cli as nn_cli  # loads nn only when this command runs
+
+    return nn_cli.compare(args)
+
+
+COMMANDS += [
+    Command("train", "train an MLP on the digits data under a precision policy",
+            _add_train, _run_train),
+    Command("compare", "train the same MLP under float32, mixed fp16 with and without loss "
+            "scaling, mixed bf16 and pure fp16; one table and one PNG", _add_compare,
+            _run_compare),
+]
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``fpsim`` parser with one subparser per entry of ``COMMANDS``."""
     parser = _Parser(
