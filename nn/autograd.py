@@ -81,32 +81,29 @@ def round_array(
     The numba kernel does the work unless an ``fpsim.monitor`` is counting, in which case
     ``fpsim.round(..., site=site)`` does, so that every rounding is counted at its site.
     """
+    x = np.asarray(x)  # numpy returns scalars for 0-d operands
     if fmt is None:
         result = x if x.dtype == np.float64 else x.astype(np.float64)
     elif x.dtype == np.float32 and (fmt is FP32 or fmt == FP32):
         result = x
     elif x.dtype != np.float32:
         # round float64 once from its own bits, then the carrier holds the value exactly
-        result = fpsim.round(x, fmt, site=site).astype(np.float32)
+        result = np.asarray(fpsim.round(x, fmt, site=site), dtype=np.float32)
     elif use_kernel(fmt):
-        src = np.ascontiguousarray(x)
+        src = x if x.flags.c_contiguous else np.ascontiguousarray(x)  # (keeps 0-d as 0-d)
         if out is not None and out.flags.c_contiguous:
             dst = out
         else:
             dst = src if src is not x else np.empty(x.shape, dtype=np.float32)
-        _round_flat(src.reshape(-1), dst.reshape(-1), round_params(fmt))
+        _kernels.round_into(src.reshape(-1), dst.reshape(-1), round_params(fmt))
         result = dst
     else:
         direct = out is not None and out.flags.c_contiguous
-        result = fpsim.round(x, fmt, site=site, out=out if direct else None)
+        result = np.asarray(fpsim.round(x, fmt, site=site, out=out if direct else None))
     if out is not None and result is not out:
         out[...] = result
         return out
     return result
-
-
-def _round_flat(x: np.ndarray, out: np.ndarray, p: tuple) -> None:
-    _kernels.round_into(x, out, p)
 
 
 # --- grad mode and name scopes ---------------------------------------------------------------
@@ -210,7 +207,8 @@ class Function:
         ctx.inputs = inputs
         ctx.fmt = cls.output_format(*[t.fmt for t in inputs], **params)
         ctx.scope = _SCOPE[-1]
-        ctx.out = cls.forward(ctx, *[t.data for t in inputs], **params)
+        out = cls.forward(ctx, *[t.data for t in inputs], **params)
+        ctx.out = out if type(out) is np.ndarray else np.asarray(out)
         ctx.needs_input_grad = needs = tuple([t.requires_grad for t in inputs])
         if _GRAD_ENABLED[-1] and True in needs:
             return Tensor._make(ctx.out, ctx.fmt, cls, ctx)

@@ -11,6 +11,7 @@ from nn.tensor import Tensor
 
 def finish(ctx: Context, out: np.ndarray, op: str) -> np.ndarray:
     """``out`` (a fresh array from the op's arithmetic) rounded in place to ``ctx.fmt``."""
+    out = np.asarray(out)  # numpy returns scalars for 0-d operands
     inplace = out if out.dtype == (np.float64 if ctx.fmt is None else np.float32) else None
     return round_array(out, ctx.fmt, site=ctx.site(op), out=inplace)
 

@@ -187,3 +187,11 @@ def test_accuracy_reads_sparse_and_one_hot_labels():
     assert m.result() == pytest.approx(3 / 4)
     with pytest.raises(ValueError, match="do not match"):
         nn.metrics.accuracy([1, 0], pred)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "e2m1fn", "float64", "auto"])
+def test_zero_dimensional_tensors_stay_zero_dimensional_through_ops_and_gradients(fmt):
+    v = nn.Variable(0.5, fmt=fmt, name="s")
+    for _ in range(2):
+        ((v * v).exp() / v).backward()
+    assert v.shape == () and v.grad.shape == () and isinstance(v.grad.data, np.ndarray)
