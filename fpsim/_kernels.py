@@ -70,8 +70,8 @@ def _round_magnitude(a, s, negative, mode, u, CM, M, EMIN, CBIAS):
         return (a + (0 if negative else mask)) & ~mask
     if mode == DOWN:
         return (a + (mask if negative else 0)) & ~mask
-    if mode == ODD:  # truncate; if anything was dropped and the kept part is even, add 1
-        return (a & ~mask) | (np.int64(((a & mask) != 0) and lsb == 0) << s)
+    if mode == ODD:  # truncate; if anything was dropped and the kept code is even, add 1
+        return (a & ~mask) + (np.int64(((a & mask) != 0) and lsb == 0) << s)
     return (a + (u & mask)) & ~mask  # stochastic: carries with probability rem / 2^s
 
 
@@ -130,37 +130,83 @@ def _round_bits(bits, mode, seed, i, c, f):
     return res
 
 
+# Below this many elements a kernel runs serially: starting the thread pool costs more.
+PARALLEL_MIN = 1 << 15
+# The counting kernels work in chunks, each with local counters LLVM can keep in registers.
+_CHUNK = 1 << 14
+
+
 @njit(inline="always")
 def _round_loop(src, dst, mode, seed, c, f):
-    for i in prange(src.size):
-        dst[i] = _round_bits(np.int64(src[i]), mode, seed, i, c, f)
+    n = src.size
+    if n < PARALLEL_MIN:
+        for i in range(n):
+            dst[i] = _round_bits(np.int64(src[i]), mode, seed, i, c, f)
+    else:
+        for i in prange(n):
+            dst[i] = _round_bits(np.int64(src[i]), mode, seed, i, c, f)
+
+
+@njit(inline="always")
+def _events(b, r, c, f):
+    """The five events of one rounding (input bits b, result bits r) as 0/1 int32s.
+
+    Non-short-circuit boolean operators keep it branch-free, so the loop vectorizes.
+    """
+    INF_BITS, ABS_MASK, MAX_BITS, MIN_NORMAL_BITS = c[3], c[2], f[3], f[4]
+    a = b & ABS_MASK
+    ra = r & ABS_MASK
+    finite_in = a < INF_BITS
+    return (
+        np.int32(finite_in & (ra != a)),
+        np.int32(finite_in & ((ra > MAX_BITS) | ((ra == MAX_BITS) & (a > MAX_BITS)))),
+        np.int32(finite_in & (a != 0) & (ra == 0)),
+        np.int32((ra != 0) & (ra < MIN_NORMAL_BITS)),
+        np.int32((a <= INF_BITS) & (ra > INF_BITS)),
+    )
 
 
 @njit(inline="always")
 def _round_loop_counting(src, dst, mode, seed, c, f):
-    """_round_loop that also counts events in the same pass (see ROUND_COUNTING)."""
-    INF_BITS = c[3]
-    ABS_MASK = c[2]
-    MAX_BITS = f[3]
-    MIN_NORMAL_BITS = f[4]
-    inexact = 0
-    overflow = 0
-    underflow = 0
-    subnormal = 0
-    nan_created = 0
-    for i in prange(src.size):
-        b = np.int64(src[i])
-        r = _round_bits(b, mode, seed, i, c, f)
-        dst[i] = r
-        a = b & ABS_MASK
-        ra = r & ABS_MASK
-        finite_in = a < INF_BITS
-        inexact += finite_in and ra != a
-        overflow += finite_in and (ra > MAX_BITS or (ra == MAX_BITS and a > MAX_BITS))
-        underflow += finite_in and a != 0 and ra == 0
-        subnormal += ra != 0 and ra < MIN_NORMAL_BITS
-        nan_created += a <= INF_BITS and ra > INF_BITS
-    return inexact, overflow, underflow, subnormal, nan_created
+    """_round_loop that also counts events in the same pass (see ROUND_COUNTING).
+
+    Chunks of _CHUNK elements each keep int32 counters (no overflow within a chunk).
+    """
+    n = src.size
+    chunks = max((n + _CHUNK - 1) // _CHUNK, 1)
+    counts = np.zeros((chunks, 5), dtype=np.int64)
+    if n < PARALLEL_MIN:
+        for i in range(n):
+            b = np.int64(src[i])
+            r = _round_bits(b, mode, seed, i, c, f)
+            dst[i] = r
+            e = _events(b, r, c, f)
+            for j in range(5):
+                counts[0, j] += e[j]
+    else:
+        for k in prange(chunks):
+            t0 = np.int32(0)
+            t1 = np.int32(0)
+            t2 = np.int32(0)
+            t3 = np.int32(0)
+            t4 = np.int32(0)
+            for i in range(k * _CHUNK, min(n, (k + 1) * _CHUNK)):
+                b = np.int64(src[i])
+                r = _round_bits(b, mode, seed, i, c, f)
+                dst[i] = r
+                e = _events(b, r, c, f)
+                t0 += e[0]
+                t1 += e[1]
+                t2 += e[2]
+                t3 += e[3]
+                t4 += e[4]
+            counts[k, 0] = t0
+            counts[k, 1] = t1
+            counts[k, 2] = t2
+            counts[k, 3] = t3
+            counts[k, 4] = t4
+    total = counts.sum(axis=0)
+    return total[0], total[1], total[2], total[3], total[4]
 
 
 # One plain and one counting kernel per mode, indexed by the mode code.

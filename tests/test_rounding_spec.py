@@ -129,3 +129,10 @@ def test_overflow_override_equals_round_scalar(mode, overflow):
 def test_float64_input_is_rounded_once_from_its_own_bits(x, fmt, want):
     assert fpsim.round(np.float64(x), fmt) == want
     assert round_scalar(x, fmt) == want
+
+
+def test_round_to_odd_without_mantissa_bits_steps_to_the_odd_exponent_field():
+    """Found by the thorough profile: with M = 0 the odd neighbour can be the next binade."""
+    fmt = Format("e2m0_bias0_ftz", 2, 0, bias=0, subnormals=False)
+    for x in (np.float32(1.5), np.float64(1.5)):
+        assert fpsim.round(x, fmt, "odd") == round_scalar(1.5, fmt, "odd") == 2.0
