@@ -41,10 +41,11 @@ def exponent_counts(values: np.ndarray) -> tuple[np.ndarray, int]:
     subnormals included; non-finite values are left out.
     """
     v = np.asarray(values).ravel()
-    nonzero = v[np.isfinite(v) & (v != 0)]
-    zeros = int(np.count_nonzero(v == 0))
-    e = np.frexp(nonzero)[1].astype(np.int64) - 1 - EXP_MIN
+    zero = v == 0
+    nonzero = v[~zero & np.isfinite(v)]
+    e = np.frexp(nonzero)[1] - (1 + EXP_MIN)
     counts = np.bincount(np.clip(e, 0, EXP_MAX - EXP_MIN), minlength=EXP_MAX - EXP_MIN + 1)
+    zeros = int(np.count_nonzero(zero))
     return counts.astype(np.int64), zeros
 
 

@@ -251,8 +251,9 @@ class Model:
           ``seed=None`` draws fresh randomness.
         - ``loss_scale``: see the module docstring.
         - ``telemetry``: count gradient underflow/subnormal/overflow per layer with
-          ``fpsim.monitor`` and histogram the gradients' exponents (costs time: every rounding
-          then goes through fpsim's counting kernels).
+          ``fpsim.monitor`` during each backward pass and histogram the gradients' exponents
+          (costs time: every rounding of the backward pass then goes through fpsim's counting
+          kernels).
         - ``verbose``: 0 silent, 1 a tqdm bar per epoch (loss, metrics, loss scale), 2 a line
           per epoch.
         """
@@ -290,14 +291,8 @@ class Model:
             monitor = fpsim.monitor() if telemetry else None
             swamped_before = inner.swamped_updates
             with _serial_numba(telemetry):
-                if monitor is not None:
-                    monitor.start()
-                try:
-                    logs = self._train_epoch(x, y, batch_size, epoch, epochs, shuffle, seed,
-                                             verbose, scaler, history, telemetry)
-                finally:
-                    if monitor is not None:
-                        monitor.stop()
+                logs = self._train_epoch(x, y, batch_size, epoch, epochs, shuffle, seed,
+                                         verbose, scaler, history, monitor)
             if monitor is not None:  # the sites exist once the first step has built the layers
                 history.record_events(monitor.counts, self._telemetry_sites())
             history.swamped_updates.append(inner.swamped_updates - swamped_before)
@@ -327,7 +322,7 @@ class Model:
     def _train_epoch(self, x: np.ndarray, y: np.ndarray, batch_size: int, epoch: int,
                      epochs: int, shuffle: bool, seed: int | None, verbose: int,
                      scaler: LossScaleOptimizer | None, history: History,
-                     telemetry: bool) -> dict[str, float]:
+                     monitor: Any) -> dict[str, float]:
         n = len(x)
         if shuffle:
             rng = np.random.default_rng(None if seed is None else [int(seed), epoch])
@@ -353,7 +348,7 @@ class Model:
                 if order is not None:
                     idx = order[idx]
                 xb, yb = x[idx], y[idx]
-                loss_value, skipped, scale = self._train_step(xb, yb, scaler, history, telemetry)
+                loss_value, skipped, scale = self._train_step(xb, yb, scaler, history, monitor)
                 total_loss += loss_value * len(xb)
                 history.record_step(loss_value, scale, skipped)
                 if bar is not None:
@@ -371,8 +366,12 @@ class Model:
         return logs
 
     def _train_step(self, xb: np.ndarray, yb: np.ndarray, scaler: LossScaleOptimizer | None,
-                    history: History, telemetry: bool) -> tuple[float, bool, float]:
-        """One step; returns (unscaled loss, skipped?, the loss scale the step used)."""
+                    history: History, monitor: Any) -> tuple[float, bool, float]:
+        """One step; returns (unscaled loss, skipped?, the loss scale the step used).
+
+        ``monitor`` (or None) counts the roundings of the backward pass only: the gradients.
+        """
+        telemetry = monitor is not None
         pred, outs = self._forward(xb, training=True, keep=telemetry)
         loss = self.loss(yb, pred)
         for m in self.metrics:
@@ -382,26 +381,34 @@ class Model:
             v.zero_grad()
         # a scaled backward may overflow to inf (then inf - inf = NaN in sums): IEEE results the
         # loss scaler is there to catch, not warnings
-        with np.errstate(over="ignore", invalid="ignore"):
-            if scaler is None:
-                loss.backward()
-                scale, skipped = 1.0, False
-            else:
-                scale = scaler.loss_scale
-                scaler.get_scaled_loss(loss).backward()
+        scale, skipped = 1.0, False
+        root = loss if scaler is None else scaler.get_scaled_loss(loss)
+        if scaler is not None:
+            scale = scaler.loss_scale
+        if monitor is not None:
+            monitor.start()
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                root.backward()
+        finally:
+            if monitor is not None:
+                monitor.stop()
         grads = [v.grad for v in variables]
-        if telemetry:
-            for t in outs:
-                if t.grad is not None:
-                    history.record_gradients("activation", t.grad.data)
-            for g in grads:
-                if g is not None:
-                    history.record_gradients("weight", g.data)
+        if telemetry:  # one histogram call per kind and step
+            acts = [t.grad.data.ravel() for t in outs if t.grad is not None]
+            if acts:
+                history.record_gradients("activation", np.concatenate(acts))
+            weights = [g.data.ravel() for g in grads if g is not None]
+            if weights:
+                history.record_gradients("weight", np.concatenate(weights))
         if scaler is None:
             self.optimizer.apply_gradients(
                 [(g, v) for g, v in zip(grads, variables, strict=True) if g is not None])
         else:
-            unscaled = scaler.get_unscaled_gradients(grads)
+            # fp32 gradients go in as arrays (no Tensor round trip); others keep their format
+            # so that the unscaled values are rounded back into it
+            unscaled = scaler.get_unscaled_gradients(
+                [g.data if g is not None and g.fmt == fpsim.FP32 else g for g in grads])
             scaler.apply_gradients(
                 [(g, v) for g, v in zip(unscaled, variables, strict=True) if g is not None])
             skipped = scaler.last_step_skipped
