@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from nn.autograd import Context, Function, sum_to_shape
+from nn.autograd import Context, Function, is_grad_enabled, sum_to_shape
 from nn.tensor import Tensor
 
 
@@ -76,14 +76,24 @@ class GetItem(Function):
         return Tensor._make(full, grad.fmt)
 
 
+def _untracked(a: Tensor) -> bool:
+    """True when no graph is recorded: a shape op may then skip the Function machinery
+    (it is exact either way)."""
+    return not (a.requires_grad and is_grad_enabled())
+
+
 def reshape(a: Tensor, shape: Any) -> Tensor:
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
     if shape == a.shape:
         return a
+    if _untracked(a) and -1 not in shape:
+        return Tensor._make(a.data.reshape(shape), a.fmt)
     return Reshape.apply(a, shape=shape)
 
 
 def transpose(a: Tensor, axes: Any = None) -> Tensor:
+    if _untracked(a) and (axes is None or len(axes) == a.ndim):
+        return Tensor._make(np.transpose(a.data, axes), a.fmt)
     return Transpose.apply(a, axes=axes)
 
 
