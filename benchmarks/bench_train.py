@@ -8,7 +8,9 @@ the least disturbed one) and the median step, and the ratios the targets are abo
 - nn float32 / numpy float32        (target <= 1.3)
 - nn mixed_float16 / nn float32     (target <= 1.5)
 
-Run: ``python benchmarks/bench_train.py`` (``--quick`` skips the 784-4096-4096-10 model).
+Run: ``python benchmarks/bench_train.py`` (``--quick`` skips the 784-4096-4096-10 model). On a
+busy shared machine, multi-threaded BLAS makes step times erratic for every variant;
+``OPENBLAS_NUM_THREADS=1`` gives steadier ratios.
 """
 
 from __future__ import annotations

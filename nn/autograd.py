@@ -7,7 +7,8 @@ Precision rules (DESIGN.md section 3), enforced here:
   ``round_array``, usually fused with its arithmetic;
 - every gradient is rounded to the format of the tensor it belongs to, by ``backward`` below,
   at a named monitor site (``tensor.grad_site``, e.g. ``"dense/grad_activation"``), so
-  activation gradients underflow and overflow exactly where they would on hardware;
+  activation gradients underflow and overflow exactly where they would on hardware (a hot op
+  may do that same single rounding itself, in place, at the same site: ``Linear``'s matmuls);
 - gradients of broadcast inputs are summed (in fp32) back to the input's shape first.
 
 Values of the float64 policy (format ``None``) are never rounded.
