@@ -36,8 +36,9 @@ from nn import losses as nn_losses
 from nn import metrics as nn_metrics
 from nn import optimizers as nn_optimizers
 from nn.loss_scale import LossScaleOptimizer
-from nn.model import Model, WeightedLoss, iter_layers
+from nn.model import Model, WeightedLoss
 from nn.policy import format_name
+from nn.training import iter_layers
 
 FORMAT = "fpsim.nn.checkpoint"
 VERSION = 1

@@ -8,8 +8,9 @@ The setting, chosen so that fp16's narrow range matters (digits is otherwise too
 - The loss is the mean cross-entropy times ``LOSS_WEIGHT = 2**-18``, as when a per-sample loss
   is averaged over a very large effective batch (gradient accumulation over many micro-batches,
   or per-token averaging in a language model). Every gradient is then 2**18 times smaller:
-  the logits' gradient (p - onehot) / 64 lies below 2**-24, fp16's smallest subnormal, for
-  most classes, and what survives is mostly subnormal.
+  the logits' gradient (p - onehot) / 64 * 2**-18 is at most 2**-24, fp16's smallest
+  subnormal; the many entries at or below 2**-25 round to zero and what survives is
+  subnormal (a few significant bits at most).
 - The SGD learning rate is multiplied by 2**18 to compensate. Both factors are powers of two,
   so the float32 run is *bit-identical* to plain SGD (lr 0.05, momentum 0.9) on the plain loss:
   the setting changes nothing but where the gradients lie on fp16's exponent scale.

@@ -4,15 +4,7 @@
 ``trainable_variables``; ``nn.Sequential`` is a ``Model`` (write a custom model as
 ``class Net(nn.Layer, nn.Model)``).
 
-Numerics of one training step (``fit``):
-
-- forward in each layer's compute format; the loss in fp32 (``nn.losses``);
-- with loss scaling: backward from ``loss * S`` (S a float32 power of two); every gradient is
-  rounded to its tensor's format at its monitor site, so an fp16 activation gradient below
-  2**-24 / S flushes to zero there; the fp32 master-weight gradients are multiplied by
-  ``float32(1 / S)`` and the ``LossScaleOptimizer`` skips the update (weights and slots
-  bit-identical) and halves S on inf/NaN;
-- without: backward from the loss itself and the optimizer's update of the variables.
+The loop itself and its numerics are in ``nn.training``.
 
 Under a "mixed_float16" policy ``fit`` wraps the optimizer in ``nn.LossScaleOptimizer``
 (initial scale 2**15, doubling after 2000 finite steps) as Keras does; ``loss_scale=``
@@ -22,10 +14,9 @@ overrides: None (the policy's default), ``"dynamic"``, a number (a fixed scale) 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,50 +30,17 @@ from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
 from nn.policy import format_name
 from nn.tensor import Tensor
+from nn.training import (
+    as_arrays,
+    check_positive_int,
+    is_mixed_float16,
+    iter_layers,
+    serial_numba,
+    telemetry_sites,
+    train_epoch,
+)
 
 LossScaleArg = float | int | str | None
-
-
-def iter_layers(model: Any) -> Iterator[Any]:
-    """The leaf layers of ``model`` in call order (nested containers flattened)."""
-    for layer in getattr(model, "layers", []):
-        if getattr(layer, "layers", None) is not None:
-            yield from iter_layers(layer)
-        else:
-            yield layer
-
-
-def _is_mixed_float16(model: Any) -> bool:
-    """True if any layer computes in fp16 on fp32 variables (Keras's "mixed_float16")."""
-    layers = list(iter_layers(model)) or [model]
-    for layer in layers:
-        policy = getattr(layer, "policy", None)
-        if policy is not None and policy.is_mixed and policy.compute_format == fpsim.FP16:
-            return True
-    return False
-
-
-def _check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
-def _as_arrays(x: Any, y: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
-    xa = np.asarray(x.data if isinstance(x, Tensor) else x)
-    ya = np.asarray(y.data if isinstance(y, Tensor) else y)
-    if xa.ndim < 1 or ya.ndim < 1:
-        raise ValueError(f"{what}: x and y must be batched arrays, got shapes {xa.shape} and "
-                         f"{ya.shape}")
-    if len(xa) != len(ya):
-        raise ValueError(f"{what}: x and y must have the same number of samples, got "
-                         f"{len(xa)} and {len(ya)}")
-    if len(xa) == 0:
-        raise ValueError(f"{what}: no samples (x has shape {xa.shape})")
-    if xa.dtype.kind != "f":
-        raise TypeError(f"{what}: x must be floating point, got dtype {xa.dtype}; convert it "
-                        "first, e.g. x.astype('float32')")
-    return xa, ya
 
 
 class WeightedLoss(nn_losses.Loss):
@@ -107,27 +65,6 @@ class WeightedLoss(nn_losses.Loss):
     def get_config(self) -> dict[str, Any]:
         return {"inner": {"class_name": type(self.inner).__name__,
                           "config": self.inner.get_config()}, "weight": self.weight}
-
-
-@contextlib.contextmanager
-def _serial_numba(enabled: bool) -> Iterator[None]:
-    """Run numba's parallel kernels on one thread inside the block.
-
-    While a monitor counts, every rounding goes through fpsim's parallel counting kernels; on
-    the small arrays of a training step (a few thousand values) starting the threads costs more
-    than the work (measured on 2 cores: ~1.2 ms vs ~0.03 ms per 2,000-value call).
-    """
-    if not enabled:
-        yield
-        return
-    import numba
-
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
 
 
 class Model:
@@ -190,7 +127,7 @@ class Model:
                                  "leave fit(loss_scale=None) or compile a plain optimizer")
             return self.optimizer
         if loss_scale is None:
-            key: Any = "dynamic" if _is_mixed_float16(self) else "none"
+            key: Any = "dynamic" if is_mixed_float16(self) else "none"
         elif isinstance(loss_scale, str):
             key = loss_scale.strip().lower()
             if key not in ("dynamic", "none"):
@@ -224,18 +161,6 @@ class Model:
         return getattr(self, "_scaler", None)
 
     # --- forward --------------------------------------------------------------------------------
-    def _forward(self, x: np.ndarray, training: bool, keep: bool) -> tuple[Tensor, list[Tensor]]:
-        """The model's output and, if ``keep``, each leaf layer's output (for telemetry)."""
-        if not keep or not getattr(self, "layers", None):
-            return self(x, training=training), []
-        outs = []
-        h: Any = x
-        for layer in self.layers:
-            h = layer(h, training=training)
-            outs.append(h)
-        self.built = True
-        return h, outs
-
     # --- fit --------------------------------------------------------------------------------------
     def fit(self, x: Any, y: Any, batch_size: int = 32, epochs: int = 1,
             validation_split: float = 0.0, validation_data: tuple[Any, Any] | None = None,
@@ -258,16 +183,16 @@ class Model:
           per epoch.
         """
         self._require_compiled("fit()")
-        x, y = _as_arrays(x, y, "fit")
-        batch_size = _check_positive_int("batch_size", batch_size)
-        epochs = _check_positive_int("epochs", epochs)
+        x, y = as_arrays(x, y, "fit")
+        batch_size = check_positive_int("batch_size", batch_size)
+        epochs = check_positive_int("epochs", epochs)
         if not (isinstance(validation_split, (int, float)) and 0 <= validation_split < 1):
             raise ValueError(f"validation_split must be a number in [0, 1), got "
                              f"{validation_split!r}")
         if validation_data is not None:
             if not (isinstance(validation_data, (tuple, list)) and len(validation_data) == 2):
                 raise ValueError("validation_data must be a pair (x_val, y_val)")
-            x_val, y_val = _as_arrays(*validation_data, "fit(validation_data)")
+            x_val, y_val = as_arrays(*validation_data, "fit(validation_data)")
         elif validation_split > 0:
             n_val = int(len(x) * validation_split)
             if n_val == 0 or n_val == len(x):
@@ -290,11 +215,11 @@ class Model:
             epoch = self.epochs_trained
             monitor = fpsim.monitor() if telemetry else None
             swamped_before = inner.swamped_updates
-            with _serial_numba(telemetry):
-                logs = self._train_epoch(x, y, batch_size, epoch, epochs, shuffle, seed,
+            with serial_numba(telemetry):
+                logs = train_epoch(self, x, y, batch_size, epoch, epochs, shuffle, seed,
                                          verbose, scaler, history, monitor)
             if monitor is not None:  # the sites exist once the first step has built the layers
-                history.record_events(monitor.counts, self._telemetry_sites())
+                history.record_events(monitor.counts, telemetry_sites(self))
             history.swamped_updates.append(inner.swamped_updates - swamped_before)
             if x_val is not None:
                 val = self.evaluate(x_val, y_val, batch_size=batch_size, return_dict=True)
@@ -306,116 +231,6 @@ class Model:
         history.wall_time = time.perf_counter() - start
         return history
 
-    def _telemetry_sites(self) -> dict[str, dict[str, list[str]]]:
-        """Monitor site names of each leaf layer's activation and weight gradients."""
-        sites: dict[str, dict[str, list[str]]] = {}
-        for layer in iter_layers(self) if getattr(self, "layers", None) else [self]:
-            weight_sites = []
-            for var in getattr(layer, "trainable_variables", []):
-                if var.name:
-                    weight_sites.append(var.name.replace("/", "/grad_", 1))  # read through Cast
-                    weight_sites.append(f"{var.name}/grad")                  # the variable itself
-            sites[layer.name] = {"activation": [f"{layer.name}/grad_activation"],
-                                 "weight": weight_sites}
-        return sites
-
-    def _train_epoch(self, x: np.ndarray, y: np.ndarray, batch_size: int, epoch: int,
-                     epochs: int, shuffle: bool, seed: int | None, verbose: int,
-                     scaler: LossScaleOptimizer | None, history: History,
-                     monitor: Any) -> dict[str, float]:
-        n = len(x)
-        if shuffle:
-            rng = np.random.default_rng(None if seed is None else [int(seed), epoch])
-            order = rng.permutation(n)
-        else:
-            order = None
-        for m in self.metrics:
-            m.reset_state()
-        variables = self.trainable_variables
-        if not variables and self.weights:
-            raise ValueError("the model has no trainable variables")
-        total_loss = 0.0
-        steps = math.ceil(n / batch_size)
-        bar = None
-        if verbose == 1:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=steps, desc=f"epoch {epoch + 1}", unit="step", leave=True,
-                       dynamic_ncols=True)
-        try:
-            for i in range(steps):
-                idx = slice(i * batch_size, (i + 1) * batch_size)
-                if order is not None:
-                    idx = order[idx]
-                xb, yb = x[idx], y[idx]
-                loss_value, skipped, scale = self._train_step(xb, yb, scaler, history, monitor)
-                total_loss += loss_value * len(xb)
-                history.record_step(loss_value, scale, skipped)
-                if bar is not None:
-                    post = {"loss": f"{total_loss / min(n, (i + 1) * batch_size):.4f}"}
-                    post.update({m.name: f"{m.result():.4f}" for m in self.metrics})
-                    if scaler is not None:
-                        post["scale"] = f"{scaler.loss_scale:g}"
-                    bar.set_postfix(post, refresh=False)
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
-        logs = {"loss": total_loss / n}
-        logs.update({m.name: m.result() for m in self.metrics})
-        return logs
-
-    def _train_step(self, xb: np.ndarray, yb: np.ndarray, scaler: LossScaleOptimizer | None,
-                    history: History, monitor: Any) -> tuple[float, bool, float]:
-        """One step; returns (unscaled loss, skipped?, the loss scale the step used).
-
-        ``monitor`` (or None) counts the roundings of the backward pass only: the gradients.
-        """
-        telemetry = monitor is not None
-        pred, outs = self._forward(xb, training=True, keep=telemetry)
-        loss = self.loss(yb, pred)
-        for m in self.metrics:
-            m.update_state(yb, pred.data)
-        variables = self.trainable_variables
-        for v in variables:
-            v.zero_grad()
-        # a scaled backward may overflow to inf (then inf - inf = NaN in sums): IEEE results the
-        # loss scaler is there to catch, not warnings
-        scale, skipped = 1.0, False
-        root = loss if scaler is None else scaler.get_scaled_loss(loss)
-        if scaler is not None:
-            scale = scaler.loss_scale
-        if monitor is not None:
-            monitor.start()
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):
-                root.backward()
-        finally:
-            if monitor is not None:
-                monitor.stop()
-        grads = [v.grad for v in variables]
-        if telemetry:  # one histogram call per kind and step
-            acts = [t.grad.data.ravel() for t in outs if t.grad is not None]
-            if acts:
-                history.record_gradients("activation", np.concatenate(acts))
-            weights = [g.data.ravel() for g in grads if g is not None]
-            if weights:
-                history.record_gradients("weight", np.concatenate(weights))
-        if scaler is None:
-            self.optimizer.apply_gradients(
-                [(g, v) for g, v in zip(grads, variables, strict=True) if g is not None])
-        else:
-            # fp32 gradients go in as arrays (no Tensor round trip); others keep their format
-            # so that the unscaled values are rounded back into it
-            unscaled = scaler.get_unscaled_gradients(
-                [g.data if g is not None and g.fmt == fpsim.FP32 else g for g in grads])
-            scaler.apply_gradients(
-                [(g, v) for g, v in zip(unscaled, variables, strict=True) if g is not None])
-            skipped = scaler.last_step_skipped
-        for v in variables:
-            v.zero_grad()
-        return float(loss.item()), skipped, scale
-
     # --- evaluate and predict ---------------------------------------------------------------
     def predict(self, x: Any, batch_size: int = 32, verbose: int = 0) -> np.ndarray:
         """The model's outputs (in their float32 carrier) for every row of ``x``, batch by batch,
@@ -423,7 +238,7 @@ class Model:
         xa = np.asarray(x.data if isinstance(x, Tensor) else x)
         if xa.ndim < 1 or len(xa) == 0:
             raise ValueError(f"predict: x must be a non-empty batch, got shape {xa.shape}")
-        batch_size = _check_positive_int("batch_size", batch_size)
+        batch_size = check_positive_int("batch_size", batch_size)
         outs = []
         with no_grad():
             for i in range(0, len(xa), batch_size):
@@ -436,8 +251,8 @@ class Model:
         a float without metrics, else ``[loss, metric, ...]``, or a dict with
         ``return_dict=True``."""
         self._require_compiled("evaluate()")
-        x, y = _as_arrays(x, y, "evaluate")
-        batch_size = _check_positive_int("batch_size", batch_size)
+        x, y = as_arrays(x, y, "evaluate")
+        batch_size = check_positive_int("batch_size", batch_size)
         metrics = [type(m)(name=m.name) for m in self.metrics]
         total = 0.0
         with no_grad():
