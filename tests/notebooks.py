@@ -1,0 +1,112 @@
+"""Run a notebook top to bottom in a kernel of this test environment's Python.
+
+Stable API for the notebook tests (tutorials and exercises):
+
+- ``run_notebook(path, timeout=120) -> NotebookNode``: executes every cell in a fresh kernel
+  started from ``sys.executable`` (not whatever ``python`` is first on PATH), with
+  ``MPLBACKEND=Agg`` and the notebook's folder as working directory. Raises ``AssertionError``
+  naming the notebook, the failing cell's index and source, and the error. The executed copy is
+  returned; the file on disk is not touched. ``nb.metadata["execution_seconds"]`` holds the wall
+  time of the run (kernel start included).
+- ``cell_outputs_text(nb) -> str``: every stream and ``text/plain`` output, concatenated.
+
+    >>> nb = run_notebook(pathlib.Path("tutorials/01_anatomy_of_a_float.ipynb"))  # doctest: +SKIP
+    >>> "65504" in cell_outputs_text(nb)  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+import re
+import sys
+import tempfile
+import time
+
+import nbformat
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError
+from nbformat import NotebookNode
+
+KERNEL_NAME = "fpsim-test-python"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_dir() -> str:
+    """A kernelspec folder whose kernel is this interpreter, with a headless matplotlib."""
+    root = pathlib.Path(tempfile.mkdtemp(prefix="fpsim-kernels-"))
+    spec = root / KERNEL_NAME
+    spec.mkdir()
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "fpsim tests",
+                "language": "python",
+                "env": {"MPLBACKEND": "Agg"},
+            }
+        )
+    )
+    return str(root)
+
+
+def _kernel_manager() -> KernelManager:
+    ksm = KernelSpecManager(kernel_dirs=[_kernel_dir()], ensure_native_kernel=False)
+    return KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm)
+
+
+def _failing_cell(nb: NotebookNode) -> tuple[int, NotebookNode] | None:
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and any(
+            out.get("output_type") == "error" for out in cell.get("outputs", [])
+        ):
+            return index, cell
+    return None
+
+
+def run_notebook(path: pathlib.Path, timeout: int = 120) -> NotebookNode:
+    """Execute ``path`` top to bottom; ``timeout`` is per cell, in seconds."""
+    path = pathlib.Path(path)
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        km=_kernel_manager(),
+        timeout=timeout,
+        allow_errors=False,
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+    )
+    start = time.perf_counter()
+    try:
+        client.execute()
+    except CellTimeoutError as err:
+        raise AssertionError(f"{path.name}: a cell ran longer than {timeout} s\n{err}") from None
+    except CellExecutionError as err:
+        found = _failing_cell(nb)
+        if found is None:  # not a cell's own error: nbclient's message already has the source
+            raise AssertionError(f"{path.name}: {_ANSI.sub('', str(err))}") from None
+        index, cell = found
+        error = next(out for out in cell.outputs if out.output_type == "error")
+        trace = _ANSI.sub("", "\n".join(error.get("traceback", [])))
+        raise AssertionError(
+            f"{path.name}: cell {index} raised {error.ename}: {error.evalue}\n"
+            f"--- source ---\n{cell.source}\n--- traceback ---\n{trace}"
+        ) from None
+    nb.metadata["execution_seconds"] = time.perf_counter() - start
+    return nb
+
+
+def cell_outputs_text(nb: NotebookNode) -> str:
+    """All stream output and ``text/plain`` results of ``nb``, in cell order."""
+    parts: list[str] = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                parts.append(out.get("text", ""))
+            elif "data" in out and "text/plain" in out["data"]:
+                parts.append(out["data"]["text/plain"])
+    return "\n".join(parts)
