@@ -167,44 +167,45 @@ def _events(b, r, c, f):
 
 
 @njit(inline="always")
-def _round_loop_counting(src, dst, mode, seed, c, f):
-    """_round_loop that also counts events in the same pass (see ROUND_COUNTING).
+def _round_count_range(src, dst, lo, hi, mode, seed, c, f):
+    """Round src[lo:hi] into dst; return its five event counts (int32: hi - lo <= _CHUNK)."""
+    t0 = np.int32(0)
+    t1 = np.int32(0)
+    t2 = np.int32(0)
+    t3 = np.int32(0)
+    t4 = np.int32(0)
+    for i in range(lo, hi):
+        b = np.int64(src[i])
+        r = _round_bits(b, mode, seed, i, c, f)
+        dst[i] = r
+        e = _events(b, r, c, f)
+        t0 += e[0]
+        t1 += e[1]
+        t2 += e[2]
+        t3 += e[3]
+        t4 += e[4]
+    return t0, t1, t2, t3, t4
 
-    Chunks of _CHUNK elements each keep int32 counters (no overflow within a chunk).
-    """
+
+@njit(inline="always")
+def _round_loop_counting(src, dst, mode, seed, c, f):
+    """_round_loop that also counts events in the same pass (see ROUND_COUNTING), in chunks
+    of _CHUNK elements, each with its own counters."""
     n = src.size
     chunks = max((n + _CHUNK - 1) // _CHUNK, 1)
     counts = np.zeros((chunks, 5), dtype=np.int64)
     if n < PARALLEL_MIN:
-        for i in range(n):
-            b = np.int64(src[i])
-            r = _round_bits(b, mode, seed, i, c, f)
-            dst[i] = r
-            e = _events(b, r, c, f)
+        for k in range(chunks):
+            t = _round_count_range(src, dst, k * _CHUNK, min(n, (k + 1) * _CHUNK), mode, seed,
+                                   c, f)
             for j in range(5):
-                counts[0, j] += e[j]
+                counts[k, j] = t[j]
     else:
         for k in prange(chunks):
-            t0 = np.int32(0)
-            t1 = np.int32(0)
-            t2 = np.int32(0)
-            t3 = np.int32(0)
-            t4 = np.int32(0)
-            for i in range(k * _CHUNK, min(n, (k + 1) * _CHUNK)):
-                b = np.int64(src[i])
-                r = _round_bits(b, mode, seed, i, c, f)
-                dst[i] = r
-                e = _events(b, r, c, f)
-                t0 += e[0]
-                t1 += e[1]
-                t2 += e[2]
-                t3 += e[3]
-                t4 += e[4]
-            counts[k, 0] = t0
-            counts[k, 1] = t1
-            counts[k, 2] = t2
-            counts[k, 3] = t3
-            counts[k, 4] = t4
+            t = _round_count_range(src, dst, k * _CHUNK, min(n, (k + 1) * _CHUNK), mode, seed,
+                                   c, f)
+            for j in range(5):
+                counts[k, j] = t[j]
     total = counts.sum(axis=0)
     return total[0], total[1], total[2], total[3], total[4]
 

@@ -80,3 +80,25 @@ def test_modes_accept_enum_members_and_case_insensitive_names():
     a = fpsim.round(x, "fp16", fpsim.RoundingMode.TOWARD_ZERO)
     b = fpsim.round(x, "fp16", "Toward_Zero")
     np.testing.assert_array_equal(a, b)
+
+
+def test_monitor_counts_agree_on_the_serial_and_parallel_kernel_paths():
+    """Arrays below fpsim._kernels.PARALLEL_MIN run serially, larger ones in chunks on threads;
+    both must count what an independent numpy recount finds."""
+    from fpsim._kernels import PARALLEL_MIN
+
+    rng = np.random.default_rng(5)
+    n = 3 * PARALLEL_MIN + 7
+    big = (rng.standard_normal(n) * 10.0 ** rng.integers(-9, 6, n)).astype(np.float32)
+    big[:4] = [np.nan, np.inf, -0.0, 1e30]
+    for x in (big[: PARALLEL_MIN // 3], big):
+        with fpsim.monitor() as m:
+            got = fpsim.round(x, "fp16", site="s")
+        c = m.counts["s"]
+        finite = np.isfinite(x)
+        assert c["elements"] == x.size
+        assert c["inexact"] == np.sum(finite & (got != x))
+        assert c["overflow"] == np.sum(finite & ~np.isfinite(got))
+        assert c["underflow"] == np.sum(finite & (x != 0) & (got == 0))
+        assert c["subnormal"] == np.sum((got != 0) & (np.abs(got) < fpsim.FP16.smallest_normal))
+        assert c["nan_created"] == np.sum(~np.isnan(x) & np.isnan(got))
