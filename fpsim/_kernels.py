@@ -98,8 +98,10 @@ def _tiny_goes_up(a, eb, s, negative, mode, u, half_q_bits, CM):
 
 
 @njit(inline="always")
-def _round_bits(bits, mode, seed, i, c, f):
-    """The carrier bit pattern (int64) of ``bits``'s value rounded to the format."""
+def _round_bits_overflow(bits, mode, seed, i, c, f):
+    """(carrier bit pattern of ``bits``'s value rounded to the format, overflowed): overflowed
+    is True when the rounded magnitude exceeded max (before inf/NaN/clamping), or for inf/NaN
+    input."""
     CM, CBIAS, ABS_MASK, INF_BITS, NAN_BITS, SIGN_MASK = c
     (M, EMIN, SUBNORMALS, MAX_BITS, MIN_NORMAL_BITS, OVER_BITS, HAS_INF, NO_NEG_ZERO,
      Q_BITS, HALF_Q_BITS) = f
@@ -127,7 +129,13 @@ def _round_bits(bits, mode, seed, i, c, f):
         res = sign | (MAX_BITS if toward_zero else OVER_BITS)
         if a_in >= INF_BITS:  # NaN stays NaN; inf stays inf if the format has inf, else policy
             res = bits if (a_in > INF_BITS or HAS_INF) else sign | OVER_BITS
-    return res
+    return res, r > MAX_BITS
+
+
+@njit(inline="always")
+def _round_bits(bits, mode, seed, i, c, f):
+    """The carrier bit pattern (int64) of ``bits``'s value rounded to the format."""
+    return _round_bits_overflow(bits, mode, seed, i, c, f)[0]
 
 
 # Below this many elements a kernel runs serially: starting the thread pool costs more.
@@ -148,18 +156,18 @@ def _round_loop(src, dst, mode, seed, c, f):
 
 
 @njit(inline="always")
-def _events(b, r, c, f):
+def _events(b, r, overflowed, c, f):
     """The five events of one rounding (input bits b, result bits r) as 0/1 int32s.
 
     Non-short-circuit boolean operators keep it branch-free, so the loop vectorizes.
     """
-    INF_BITS, ABS_MASK, MAX_BITS, MIN_NORMAL_BITS = c[3], c[2], f[3], f[4]
+    INF_BITS, ABS_MASK, MIN_NORMAL_BITS = c[3], c[2], f[4]
     a = b & ABS_MASK
     ra = r & ABS_MASK
     finite_in = a < INF_BITS
     return (
         np.int32(finite_in & (ra != a)),
-        np.int32(finite_in & ((ra > MAX_BITS) | ((ra == MAX_BITS) & (a > MAX_BITS)))),
+        np.int32(finite_in & overflowed),
         np.int32(finite_in & (a != 0) & (ra == 0)),
         np.int32((ra != 0) & (ra < MIN_NORMAL_BITS)),
         np.int32((a <= INF_BITS) & (ra > INF_BITS)),
@@ -176,9 +184,9 @@ def _round_count_range(src, dst, lo, hi, mode, seed, c, f):
     t4 = np.int32(0)
     for i in range(lo, hi):
         b = np.int64(src[i])
-        r = _round_bits(b, mode, seed, i, c, f)
+        r, overflowed = _round_bits_overflow(b, mode, seed, i, c, f)
         dst[i] = r
-        e = _events(b, r, c, f)
+        e = _events(b, r, overflowed, c, f)
         t0 += e[0]
         t1 += e[1]
         t2 += e[2]
@@ -294,10 +302,11 @@ ROUND_COUNTING = (
     _count_nearest_even, _count_nearest_away, _count_toward_zero, _count_up, _count_down,
     _count_odd, _count_stochastic,
 )
-"""ROUND_COUNTING[mode](...) also returns (inexact, overflow, underflow, subnormal, nan_created):
-overflow is a finite input whose result is inf, NaN or a clamped max; underflow a non-zero
-finite input whose result is zero; subnormal a non-zero result below the smallest normal;
-nan_created a non-NaN input whose result is NaN."""
+"""ROUND_COUNTING[mode](...) also returns (inexact, overflow, underflow, subnormal, nan_created).
+overflow: a finite input whose rounded magnitude exceeded max (it became inf, NaN, or was
+clamped to max; a value just above max that rounds down to max is only inexact). underflow: a
+non-zero finite input whose result is zero. subnormal: a non-zero result below the smallest
+normal. nan_created: a non-NaN input whose result is NaN."""
 
 
 def carrier_constants(dtype: np.dtype) -> tuple[int, ...]:

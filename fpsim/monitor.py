@@ -4,7 +4,8 @@
 elements rounded and these events (all counted inside the rounding kernel, in the same pass):
 
 - ``inexact``: a finite input whose rounded value differs from it;
-- ``overflow``: a finite input that became inf, NaN or a clamped +-max;
+- ``overflow``: a finite input whose rounded magnitude exceeded max (it became inf, NaN or
+  a clamped +-max; a value just above max that rounds down to max is only inexact);
 - ``underflow``: a non-zero finite input that became zero;
 - ``subnormal``: a non-zero result below the format's smallest normal;
 - ``nan_created``: a non-NaN input (finite or inf) that became NaN.

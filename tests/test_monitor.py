@@ -37,11 +37,13 @@ def recount(x: np.ndarray, r: np.ndarray, fmt: fpsim.Format) -> dict[str, int]:
     """The events of rounding x to r (in fmt), counted elementwise with numpy."""
     x = np.asarray(x, dtype=np.float64)
     finite = np.isfinite(x)
-    ax, ar = np.abs(x), np.abs(r)
+    ar = np.abs(r)
     return {
         "elements": x.size,
         "inexact": int(np.sum(finite & ~(r == x))),
-        "overflow": int(np.sum(finite & (~np.isfinite(r) | ((ar == fmt.max) & (ax > fmt.max))))),
+        # nearest-even into formats that overflow to inf or NaN: overflow means a non-finite
+        # result (464 -> 448 in e4m3fn is a tie to the even max, not an overflow)
+        "overflow": int(np.sum(finite & ~np.isfinite(r))),
         "underflow": int(np.sum(finite & (x != 0) & (r == 0))),
         "subnormal": int(np.sum((r != 0) & (ar < fmt.smallest_normal))),
         "nan_created": int(np.sum(~np.isnan(x) & np.isnan(r))),

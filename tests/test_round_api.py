@@ -102,3 +102,19 @@ def test_monitor_counts_agree_on_the_serial_and_parallel_kernel_paths():
         assert c["underflow"] == np.sum(finite & (x != 0) & (got == 0))
         assert c["subnormal"] == np.sum((got != 0) & (np.abs(got) < fpsim.FP16.smallest_normal))
         assert c["nan_created"] == np.sum(~np.isnan(x) & np.isnan(got))
+
+
+def test_monitor_counts_overflow_when_the_rounded_magnitude_exceeds_max():
+    """Clamped and saturated results count as overflow; a value that rounds down to max does
+    not (it is only inexact)."""
+    cases = [
+        ("fp16", "nearest_even", None, [65510.0, 65519.0], 0),
+        ("fp16", "nearest_even", None, [65520.0, 1e6], 2),
+        ("fp16", "toward_zero", None, [65530.0, 1e6, 65504.0], 1),  # 65530 truncates to max
+        ("fp16", "toward_zero", None, [65536.0], 1),
+        ("e4m3fn", "nearest_even", "saturate", [464.0, 465.0, 1e6], 2),
+    ]
+    for fmt, mode, overflow, values, want in cases:
+        with fpsim.monitor() as m:
+            fpsim.round(np.float32(values), fmt, mode, overflow=overflow, site="s")
+        assert m.counts["s"]["overflow"] == want, (fmt, mode, overflow, values)
