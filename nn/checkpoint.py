@@ -138,7 +138,8 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        # our own file handle: np.load(path) leaks it when the zip directory is unreadable
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as e:
         raise _Bad(f"cannot read it as an .npz archive ({type(e).__name__}: {e}); the file is "
