@@ -22,6 +22,16 @@ def _ids(paths: list[pathlib.Path]) -> list[str]:
     return [p.stem for p in paths]
 
 
+def test_tutorials_folder_has_the_first_three_notebooks() -> None:
+    names = {p.name for p in NOTEBOOKS}
+    for name in (
+        "01_anatomy_of_a_float.ipynb",
+        "02_rounding.ipynb",
+        "03_overflow_and_underflow.ipynb",
+    ):
+        assert name in names, f"tutorials/{name} is missing"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_is_stored_without_outputs(path: pathlib.Path) -> None:
     nb = nbformat.read(path, as_version=4)
