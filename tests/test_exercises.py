@@ -1,0 +1,180 @@
+"""The classroom exercises: solutions pass every check, stubs fail every check without crashing,
+and the checker module itself gives the right verdict with specific feedback."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import re
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))  # tests/notebooks.py, when run alone
+
+from notebooks import cell_outputs_text, run_notebook  # noqa: E402
+
+import fpsim  # noqa: E402
+
+EXERCISES = pathlib.Path(__file__).resolve().parent.parent / "tutorials" / "exercises"
+STUBS = sorted(EXERCISES.glob("*.ipynb"))
+SOLUTIONS = sorted((EXERCISES / "solutions").glob("*.ipynb"))
+CHECK_CALL = re.compile(r"^(check_\w+)\(", re.M)
+
+
+def _load_checks():
+    spec = importlib.util.spec_from_file_location("exercise_checks", EXERCISES / "checks.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+checks = _load_checks()
+
+
+def _check_calls(path: pathlib.Path) -> list[str]:
+    """The names of the checks a notebook calls, in order."""
+    cells = json.loads(path.read_text())["cells"]
+    source = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return CHECK_CALL.findall(source)
+
+
+# --- the notebooks ------------------------------------------------------------------------------
+def test_there_are_four_to_six_exercises_each_with_a_solution():
+    assert 4 <= len(STUBS) <= 6
+    assert [p.name for p in STUBS] == [p.name for p in SOLUTIONS]
+
+
+@pytest.mark.parametrize("path", STUBS + SOLUTIONS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_notebooks_are_stored_without_outputs(path):
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_solution_notebook_passes_every_check(path):
+    calls = _check_calls(path)
+    assert calls, f"{path.name} calls no check"
+    text = cell_outputs_text(run_notebook(path))
+    for name in calls:
+        assert f"{checks.PASS} {name}:" in text, f"{name} did not pass in {path.name}:\n{text}"
+    assert checks.FAIL not in text
+
+
+@pytest.mark.parametrize("path", STUBS, ids=lambda p: p.name)
+def test_stub_notebook_runs_and_every_check_reports_failure(path):
+    calls = _check_calls(path)
+    assert calls, f"{path.name} calls no check"
+    text = cell_outputs_text(run_notebook(path))  # raises if a cell crashes
+    for name in calls:
+        assert f"{checks.FAIL} {name}:" in text, f"{name} did not report failure:\n{text}"
+    assert checks.PASS not in text
+
+
+# --- checks.py: correct answers pass ---------------------------------------------------------
+def _fp16_bits_reference(x):
+    return int(fpsim.to_bits(fpsim.round(np.float32(x), "fp16"), "fp16"))
+
+
+def test_check_fp16_bits_passes_fpsims_own_codes(capsys):
+    assert checks.check_fp16_bits(_fp16_bits_reference) is True
+    assert capsys.readouterr().out.startswith(f"{checks.PASS} check_fp16_bits:")
+
+
+def test_check_largest_safe_square_passes_the_known_fp16_and_e4m3fn_answers(capsys):
+    answers = {"float16": 255.875, "float8_e4m3fn": 20.0}
+    for fmt, x in answers.items():  # independent: 256^2 = 65536 > 65520; 22^2 = 484 > 464
+        assert checks.largest_safe_square(fmt) == x
+    assert checks.check_largest_safe_square(checks.largest_safe_square) is True
+
+
+def test_check_underflows_passes_the_threshold_rule():
+    def rule(g, scale):
+        v = np.abs(np.asarray(g, np.float64) * scale)
+        return (v <= 2.0**-25) & (v > 0)
+
+    assert checks.check_underflows(rule) is True
+
+
+def test_check_update_scale_passes_keras_rule_written_out():
+    def rule(scale, counter, finite, growth_interval=2000):
+        if not finite:
+            return max(scale / 2, 1.0), 0
+        if counter + 1 < growth_interval:
+            return scale, counter + 1
+        grown = scale * 2
+        return (grown if grown < 2.0**128 else scale), 0  # float32's max is below 2^128
+
+    assert checks.check_update_scale(rule) is True
+
+
+def test_check_choose_scale_and_zero_share_pass_the_bin_arithmetic():
+    assert checks.check_choose_scale(lambda e, c: 14 - int(e[c > 0].max())) is True
+    assert checks.check_zero_share(lambda e, c, k: c[e + k <= -26].sum() / c.sum()) is True
+
+
+# --- checks.py: wrong answers get feedback naming the failing input --------------------------
+def test_ties_away_from_zero_fails_on_a_named_tie(capsys):
+    def ties_away(x):
+        return int(fpsim.to_bits(fpsim.round(np.float32(x), "fp16", mode="nearest_away"), "fp16"))
+
+    assert checks.check_fp16_bits(ties_away) is False
+    out = capsys.readouterr().out
+    assert out.startswith(f"{checks.FAIL} check_fp16_bits:")
+    assert "x = 1.00048828125" in out and "expected 0x3C00" in out and "got      0x3C01" in out
+    assert "tie" in out
+
+
+def test_overflow_at_max_instead_of_the_threshold_is_named(capsys):
+    assert checks.check_largest_safe_square(lambda fmt: 256.0) is False
+    out = capsys.readouterr().out
+    assert "format 'float16'" in out and "expected 255.875" in out and "got      256.0" in out
+
+
+def test_a_strict_threshold_misses_the_tie_at_two_to_the_minus_25(capsys):
+    assert checks.check_underflows(lambda g, s: (np.abs(g * s) < 2.0**-25) & (g != 0)) is False
+    out = capsys.readouterr().out
+    assert "g = 2.9802322387695312e-08 with scale 2^0" in out
+    assert "expected True" in out and "got      False" in out
+
+
+def test_a_scale_without_the_floor_of_one_fails_on_the_named_step(capsys):
+    def no_floor(scale, counter, finite, growth_interval=2000):
+        if not finite:
+            return scale / 2, 0
+        return (scale * 2, 0) if counter + 1 == growth_interval else (scale, counter + 1)
+
+    assert checks.check_update_scale(no_floor) is False
+    out = capsys.readouterr().out
+    assert "update_scale(1, 0, finite=False, 3)" in out
+    assert "expected (1.0, 0)" in out and "got      (0.5, 0)" in out and "below 1" in out
+
+
+def test_one_binade_too_many_is_reported_with_the_histogram(capsys):
+    assert checks.check_choose_scale(lambda e, c: 15 - int(e[c > 0].max())) is False
+    out = capsys.readouterr().out
+    assert "histogram 'narrow, low'" in out
+    assert "expected k = 35" in out and "got      k = 36" in out
+
+
+def test_a_percentage_instead_of_a_share_is_reported(capsys):
+    assert checks.check_zero_share(lambda e, c, k: 100 * c[e + k <= -26].sum() / c.sum()) is False
+    out = capsys.readouterr().out
+    assert "with k = 0" in out and "not a percentage" in out
+
+
+@pytest.mark.parametrize("name", list(checks.all_checks()))
+def test_a_raising_or_malformed_answer_is_reported_not_raised(name, capsys):
+    check = getattr(checks, name)
+
+    def stub(*args):
+        raise NotImplementedError("your code here")
+
+    assert check(stub) is False
+    assert "NotImplementedError" in capsys.readouterr().out
+    assert check(lambda *args: "nonsense") is False
+    assert capsys.readouterr().out.startswith(f"{checks.FAIL} {name}:")
