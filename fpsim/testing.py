@@ -160,10 +160,11 @@ def gradient_arrays(
     Each non-zero element is ``±s * 2**e`` with ``s`` a float32 significand in [1, 2) and
     ``min_exponent <= e <= max_exponent`` (so its magnitude lies in
     ``[2**min_exponent, 2**(max_exponent + 1))``); with ``zeros=True`` some elements are 0.
-    Exponents must stay inside float32's normal range, -126..127.
+    Exponents run over float32's range, -149..127: below -126 the values are float32
+    subnormals, rounded to float32's grid there (never to 0).
     """
-    if not -126 <= min_exponent <= max_exponent <= 127:
-        raise ValueError(f"need -126 <= min_exponent <= max_exponent <= 127, got "
+    if not -149 <= min_exponent <= max_exponent <= 127:
+        raise ValueError(f"need -149 <= min_exponent <= max_exponent <= 127, got "
                          f"{min_exponent}, {max_exponent}")
     n = draw(st.integers(min_size, max_size), label="size")
     exps = draw(st.lists(st.integers(min_exponent, max_exponent), min_size=n, max_size=n),
@@ -175,7 +176,7 @@ def gradient_arrays(
             if zeros else [1] * n)
     out = np.ldexp(np.array(sig, np.float64) * np.array(signs), np.array(exps))
     out[np.array(keep) == 0] = 0.0
-    return out.astype(np.float32)  # exact: 24-bit significands, exponents in range
+    return out.astype(np.float32)  # exact above 2**-126 (24-bit significands)
 
 
 def power_of_two_scales(min_exponent: int = 0, max_exponent: int = 24
