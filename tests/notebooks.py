@@ -17,10 +17,12 @@ Stable API for the notebook tests (tutorials and exercises):
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import pathlib
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -40,6 +42,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 def _kernel_dir() -> str:
     """A kernelspec folder whose kernel is this interpreter, with a headless matplotlib."""
     root = pathlib.Path(tempfile.mkdtemp(prefix="fpsim-kernels-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     spec = root / KERNEL_NAME
     spec.mkdir()
     (spec / "kernel.json").write_text(
