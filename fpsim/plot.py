@@ -16,6 +16,7 @@ import numpy as np
 
 from fpsim.catalog import get_format
 from fpsim.formats import Format
+from fpsim.monitor import Monitor
 from fpsim.quantize import round as _round
 
 MAX_POINTS = 200_000
@@ -113,9 +114,11 @@ def exponent_histogram(values: Any, fmt: Format | str, *, bins: Any = None, ax: 
     fmt = get_format(fmt)
     x = np.asarray(values, dtype=np.float64).ravel()
     x = x[np.isfinite(x) & (x != 0)]
-    r = _round(x, fmt) if x.size else x
-    under = float(np.mean(r == 0)) if x.size else 0.0
-    over = float(np.mean(~np.isfinite(r) | (np.abs(x) > fmt.max))) if x.size else 0.0
+    with Monitor() as m:  # the exact event counts of rounding these values to fmt
+        _round(x, fmt, site="histogram")
+    counts = m.counts.get("histogram", {"underflow": 0, "overflow": 0})
+    under = counts["underflow"] / x.size if x.size else 0.0
+    over = counts["overflow"] / x.size if x.size else 0.0
     e = np.log2(np.abs(x))
     lo_sub = np.log2(fmt.smallest_subnormal)
     top = np.log2(fmt.max)
@@ -126,11 +129,17 @@ def exponent_histogram(values: Any, fmt: Format | str, *, bins: Any = None, ax: 
     ax = _axes(ax)
     x0, x1 = (bins[0], bins[-1]) if np.ndim(bins) else (lo_sub - 4, top + 4)
     under_edge = lo_sub - 1 if fmt.subnormals else fmt.emin
-    ax.axvspan(x0, under_edge, color="tab:red", alpha=0.15, label="underflow to 0")
-    if fmt.subnormals:
-        ax.axvspan(lo_sub - 1, fmt.emin, color="tab:orange", alpha=0.15, label="subnormal")
-    ax.axvspan(fmt.emin, top, color="tab:green", alpha=0.12, label="normal range")
-    ax.axvspan(top, x1, color="tab:purple", alpha=0.15, label="overflow")
+    zones = [(x0, under_edge, "tab:red", 0.15, "underflow to 0"),
+             (lo_sub - 1, fmt.emin, "tab:orange", 0.15, "subnormal") if fmt.subnormals else None,
+             (fmt.emin, top, "tab:green", 0.12, "normal range"),
+             (top, x1, "tab:purple", 0.15, "overflow")]
+    for zone in zones:
+        if zone is None:
+            continue
+        lo, hi, color, alpha, label = zone
+        lo, hi = max(lo, x0), min(hi, x1)  # only the part inside the plotted range
+        if lo < hi:
+            ax.axvspan(lo, hi, color=color, alpha=alpha, label=label)
     ax.hist(e, bins=bins, color="tab:blue", label=f"log2|x| ({x.size} non-zero values)")
     ax.set_xlabel("log2 |x|")
     ax.set_ylabel("count")

@@ -106,3 +106,24 @@ def test_fpsim_imports_without_matplotlib():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_exponent_histogram_shades_only_inside_the_plotted_bins():
+    """Narrow bins for bf16: no zone may extend past them or be labelled where it is not."""
+    import fpsim.plot
+
+    x = np.float32([1e-6, 1e-3, 0.5, 3.0])
+    ax = fpsim.plot.exponent_histogram(x, "bf16", bins=np.arange(-40, 30))
+    spans = [p for p in ax.patches if p.get_label() in
+             ("underflow to 0", "subnormal", "normal range", "overflow")]
+    for p in spans:
+        x_lo = p.get_x()
+        assert -40 <= x_lo and x_lo + p.get_width() <= 29, p.get_label()
+    assert [p.get_label() for p in spans] == ["normal range"]
+
+
+def test_exponent_histogram_counts_a_value_rounding_down_to_max_as_no_overflow():
+    import fpsim.plot
+
+    ax = fpsim.plot.exponent_histogram(np.float32([65510.0, 65520.0, 1.0, 2.0]), "fp16")
+    assert "25.0% overflow" in ax.get_title()
