@@ -269,9 +269,10 @@ class Model:
         return result["loss"] if not metrics else list(result.values())
 
     # --- description ------------------------------------------------------------------------
-    def summary(self, print_fn: Callable[[str], Any] | None = print) -> str:
+    def summary(self, print_fn: Callable[[str], Any] | None = print) -> str | None:
         """A table of the layers: name and type, output shape, parameters, compute and variable
-        formats; printed with ``print_fn`` (None: only returned)."""
+        formats. Printed with ``print_fn`` (returning None, as Keras does); with
+        ``print_fn=None`` the text is returned instead."""
         layers = list(iter_layers(self)) if getattr(self, "layers", None) else [self]
         shapes = self._output_shapes(layers)
         rows = [("layer (type)", "output shape", "params", "compute", "variables")]
@@ -292,9 +293,10 @@ class Model:
         trainable = sum(v.size for v in self.trainable_variables)
         lines.append(f"total params: {total:,} (trainable: {trainable:,})")
         text = "\n".join(lines)
-        if print_fn is not None:
-            print_fn(text)
-        return text
+        if print_fn is None:
+            return text
+        print_fn(text)
+        return None
 
     def _output_shapes(self, layers: list[Any]) -> list[str]:
         """Output shapes as "(None, d)" from a one-sample forward, or "?" before building."""

@@ -176,8 +176,11 @@ def train_step(model: Any, xb: np.ndarray, yb: np.ndarray, scaler: LossScaleOpti
     ``monitor`` (or None) counts the roundings of the backward pass only: the gradients.
     """
     telemetry = monitor is not None
-    pred, outs = forward_keeping_outputs(model, xb, training=True, keep=telemetry)
-    loss = model.loss(yb, pred)
+    # an fp8 or overflowing run may carry inf/NaN into the loss: IEEE results that the loss
+    # scaler and the History report, not warnings
+    with np.errstate(over="ignore", invalid="ignore"):
+        pred, outs = forward_keeping_outputs(model, xb, training=True, keep=telemetry)
+        loss = model.loss(yb, pred)
     for m in model.metrics:
         m.update_state(yb, pred.data)
     variables = model.trainable_variables

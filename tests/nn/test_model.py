@@ -312,3 +312,27 @@ def test_shuffling_with_a_seed_is_reproducible():
         model.fit(x, y, epochs=2, seed=11, verbose=0)
         runs.append(model.get_weights())
     assert all(np.array_equal(a, b) for a, b in zip(*runs, strict=True))
+
+
+def test_summary_prints_and_returns_none_as_keras_does(capsys):
+    model = nn.Sequential([nn.Dense(3)])
+    model(np.ones((2, 4), np.float32))
+    assert model.summary() is None
+    assert "total params: 15" in capsys.readouterr().out
+
+
+def test_fit_through_an_overflowing_fp8_run_raises_no_floating_point_warnings():
+    """inf/NaN in the forward loss are IEEE results the scaler handles, not warnings."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((64, 8)) * 300).astype(np.float32)  # e4m3fn overflows past 448
+    y = rng.integers(0, 3, 64)
+    with nn.policy_scope("mixed_e4m3fn"):
+        model = nn.Sequential([nn.Dense(16, activation="relu"), nn.Dense(3)])
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        history = model.fit(x, y, batch_size=32, epochs=1, verbose=0, loss_scale="dynamic",
+                            seed=0)
+    assert len(history.history["loss"]) == 1
