@@ -90,11 +90,14 @@ def _tiny_goes_up(a, eb, s, negative, mode, u, half_q_bits, CM):
         return a != 0 and negative
     if mode == ODD:
         return a != 0
-    # stochastic: value = sig * 2^(e - CM) and 2^q = 2^(s + e - CM); P(up) = sig / 2^s, where
-    # s > CM + 1 may be clamped to CM + 2 (sig < 2^(CM + 1) keeps P(up) = 0 up to 2^-(CM + 2))
-    st = min(s, CM + 2)
+    # stochastic: value = sig * 2^(e - CM) and 2^q = 2^(s + e - CM), so P(up) = sig / 2^s.
+    # u is uniform in [0, 2^56): up iff u < sig * 2^(56 - s), exact for s <= 56; beyond that
+    # the threshold is truncated (a bias below 2^-56). sig < 2^(CM + 1) and s > CM keep
+    # sig << (56 - st) below 2^56; the right shift is capped so it stays defined.
     sig = (a & ((np.int64(1) << CM) - 1)) | (np.int64(eb > 0) << CM)
-    return (u & ((np.int64(1) << st) - 1)) < sig
+    st = min(s, 56)
+    threshold = (sig << (56 - st)) >> min(s - st, 63)
+    return u < threshold
 
 
 @njit(inline="always")

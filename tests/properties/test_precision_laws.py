@@ -111,7 +111,6 @@ def test_mean_of_stochastic_roundings_converges_to_x_within_the_binomial_bound(f
     hi = float(fpsim.next_up(np.float64(lo), fmt))
     x = lo + frac * (hi - lo)
     assume(lo < x < hi)
-    assume(abs(x) >= fmt.smallest_subnormal / 4)  # below: a known kernel bug, see the next test
     p = float((Fraction(x) - Fraction(lo)) / (Fraction(hi) - Fraction(lo)))
     n = 4000
     got = fpsim.round(np.full(n, x), fmt, "stochastic", rng=seed)
@@ -122,15 +121,12 @@ def test_mean_of_stochastic_roundings_converges_to_x_within_the_binomial_bound(f
         samples=n, seed=seed, mean=mean, error=mean - x, bound=bound)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fpsim._kernels._tiny_goes_up clamps the stochastic denominator 2^s to 2^(CM+2): for "
-    "|x| < smallest_subnormal/4 (a normal float32 carrier value) P(up) is sig/2^(CM+2) = 1/4 "
-    "instead of |x|/smallest_subnormal"))
 @pytest.mark.parametrize(("fmt", "k"), [(FP16, 27), (FP16, 30), (fpsim.E5M2, 20),
                                         (fpsim.E4M3FN, 13)])
 def test_stochastic_rounding_below_a_quarter_of_the_smallest_subnormal_is_unbiased(fmt, k):
     """x = 2**-k between 0 and the smallest subnormal q rounds up to q with probability x / q
-    (e.g. fp16: 2**-27 -> 1/8); the kernel gives 1/4 for every x below q / 4."""
+    (e.g. fp16: 2**-27 -> 1/8). Found by this law: the kernel once gave 1/4 for every x below
+    q / 4, having capped the denominator 2^s of P(up)."""
     x, q, n = 2.0**-k, fmt.smallest_subnormal, 100_000
     p = x / q
     got = fpsim.round(np.full(n, x, np.float32), fmt, "stochastic", rng=3)
