@@ -312,6 +312,52 @@ non-zero finite input whose result is zero. subnormal: a non-zero result below t
 normal. nan_created: a non-NaN input whose result is NaN."""
 
 
+# --- the float32 nearest-even fast path ---------------------------------------------------------
+# fpsim.round's most common call, and the one nn's fused kernels inline. Valid for a float32
+# carrier, a format with subnormals, M < 23 and a normal range inside float32's, and
+# p = (M, MIN_NORMAL_BITS, C_SUB, MAX_BITS, OVF_BITS, NO_NEG_ZERO) (fpsim.quantize packs it).
+# The general kernel above computes the same function; this one is cheaper per element:
+#
+# - normal region, |x| >= 2^emin: drop d = 23 - M bits of the magnitude with ties-to-even,
+#       a = 0|EEEEEEEE|MMMMMMMMMM|ddddddddddddd     rounded = (a + 2^(d-1) - 1 + lsb) & ~(2^d - 1)
+#   (the carry out of the mantissa bumps the exponent);
+# - subnormal region, |x| < 2^emin: the spacing is the fixed 2^q, q = emin - M. Adding
+#   C_SUB = 2^(q+23) moves |x| into the float32 binade whose ulp is exactly 2^q, so the float32
+#   addition itself rounds to nearest-even on that grid, and (|x| + C_SUB) - C_SUB is exact.
+#
+# Both regions are computed and one is selected, without branches: values straddle the
+# subnormal boundary at random and a mispredicted branch costs more than the other path.
+
+
+@njit(inline="always")
+def round_nearest_even_f32_value(v, p):
+    """The float32 ``v`` rounded to nearest-even in the format described by ``p``."""
+    M, MIN_NORMAL_BITS, C_SUB, MAX_BITS, OVF_BITS, NO_NEG_ZERO = p
+    u = np.int64(np.float32(v).view(np.uint32))
+    a = u & 0x7FFFFFFF
+    sign = u & 0x80000000
+    sub = np.int64(np.float32((abs(v) + C_SUB) - C_SUB).view(np.uint32))
+    sub = sub | (sign if (sub != 0 or NO_NEG_ZERO == 0) else 0)
+    d = 23 - M
+    rb = (a + ((1 << d) >> 1) - 1 + ((a >> d) & 1)) & ~((1 << d) - 1)
+    rb = OVF_BITS if rb > MAX_BITS else rb  # overflow, and inf input: the format's policy
+    res = sub if a < MIN_NORMAL_BITS else (sign | rb)
+    res = u if a > 0x7F800000 else res  # NaN stays NaN
+    return np.uint32(res).view(np.float32)
+
+
+@njit(parallel=True, cache=True)
+def round_nearest_even_f32(src, dst, p):
+    """dst = src rounded to nearest-even (1-D float32 arrays; dst may be src)."""
+    n = src.size
+    if n < PARALLEL_MIN:
+        for i in range(n):
+            dst[i] = round_nearest_even_f32_value(src[i], p)
+    else:
+        for i in prange(n):
+            dst[i] = round_nearest_even_f32_value(src[i], p)
+
+
 def carrier_constants(dtype: np.dtype) -> tuple[int, ...]:
     """The carrier tuple ``c`` for float32 or float64."""
     if dtype == np.float32:

@@ -8,6 +8,8 @@ numeric input is converted to float64 first. The work is done by the numba kerne
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from fpsim import _kernels
@@ -78,6 +80,27 @@ def format_constants(
     )
 
 
+@functools.cache
+def nearest_even_f32_constants(
+    fmt: Format, subnormals: bool, policy: str
+) -> tuple[int, int, np.float32, int, int, int] | None:
+    """The constants ``p`` of the float32 nearest-even fast path (fpsim._kernels), or None
+    where it does not apply: flush-to-zero; formats without mantissa bits, as wide as float32
+    or reaching below its normal range; an overflow policy other than inf for a format with
+    inf (inf input must stay inf there while finite overflow saturates or becomes NaN)."""
+    if not subnormals or not 0 < fmt.mantissa_bits < 23 or _needs_wide_carrier(fmt, True):
+        return None  # (M = 0: ties need the format's exponent parity, not float32's)
+    if fmt.inf and policy != "inf":
+        return None
+    f32 = np.dtype(np.float32)
+    c = _kernels.carrier_constants(f32)
+    max_bits = _bits_of(fmt.max, f32)
+    ovf_bits = {"inf": c[3], "saturate": max_bits, "nan": c[4]}[policy]
+    c_sub = np.float32(2.0 ** (fmt.emin - fmt.mantissa_bits + 23))
+    return (fmt.mantissa_bits, _bits_of(fmt.smallest_normal, f32), c_sub, max_bits, ovf_bits,
+            int(not fmt.has_negative_zero))
+
+
 def _needs_wide_carrier(fmt: Format, subnormals: bool) -> bool:
     """float32 input must go through float64 when the format reaches into float32's subnormals.
 
@@ -135,15 +158,22 @@ def round(
     result = out if direct else np.empty(work.shape, dtype=wdtype)
     dst = result.reshape(-1).view(ivew)
 
-    c = _kernels.carrier_constants(wdtype)
-    f = format_constants(fmt, wdtype, subnormals, policy)
-    seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
-    code = _MODE_CODES[mode]
-    if monitor_is_active():
-        counts = _kernels.ROUND_COUNTING[code](src, dst, seed, c, f)
-        monitor_record(site or "round", fmt, src.size, counts)
+    counting = monitor_is_active()
+    fast = None
+    if mode is RoundingMode.NEAREST_EVEN and wdtype == np.float32 and not counting:
+        fast = nearest_even_f32_constants(fmt, subnormals, policy)
+    if fast is not None:
+        _kernels.round_nearest_even_f32(src.view(np.float32), dst.view(np.float32), fast)
     else:
-        _kernels.ROUND[code](src, dst, seed, c, f)
+        c = _kernels.carrier_constants(wdtype)
+        f = format_constants(fmt, wdtype, subnormals, policy)
+        seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
+        code = _MODE_CODES[mode]
+        if counting:
+            counts = _kernels.ROUND_COUNTING[code](src, dst, seed, c, f)
+            monitor_record(site or "round", fmt, src.size, counts)
+        else:
+            _kernels.ROUND[code](src, dst, seed, c, f)
 
     if result.dtype != dtype:
         result = result.astype(dtype)

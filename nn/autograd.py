@@ -17,7 +17,6 @@ Values of the float64 policy (format ``None``) are never rounded.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +25,7 @@ import numpy as np
 import fpsim
 from fpsim import FP32, Format
 from fpsim.monitor import is_active as _monitor_is_active
+from fpsim.quantize import nearest_even_f32_constants
 from nn import _kernels
 from nn.policy import contains, promote
 from nn.tensor import Tensor
@@ -34,28 +34,10 @@ from nn.tensor import Tensor
 
 KERNELS_ENABLED = True  # tests flip this to check the numba paths against numpy + fpsim.round
 
-_OVF_BITS = {"inf": 0x7F800000, "nan": 0x7FC00000}
-
-
-def _f32_bits(value: float) -> int:
-    return int(np.array(value, dtype=np.float32).view(np.uint32))
-
-
-@functools.cache
 def round_params(fmt: Format) -> tuple | None:
-    """The constants nn's rounding kernels need for ``fmt``, or None if they do not cover it.
-
-    The kernels do nearest-even with subnormals for formats with fewer than 23 mantissa bits,
-    a normal range inside float32's, and NaN; anything else (flush-to-zero, no-NaN formats)
-    goes to ``fpsim.round``.
-    """
-    if not fmt.subnormals or not fmt.has_nan or fmt.emin < -126 or fmt.mantissa_bits >= 23:
-        return None
-    max_bits = _f32_bits(fmt.max)
-    ovf = max_bits if fmt.overflow == "saturate" else _OVF_BITS[fmt.overflow]
-    c_sub = np.float32(2.0 ** (fmt.emin - fmt.mantissa_bits + 23))
-    no_neg_zero = int(not fmt.has_negative_zero)
-    return (fmt.mantissa_bits, _f32_bits(fmt.smallest_normal), c_sub, max_bits, ovf, no_neg_zero)
+    """The constants of fpsim's float32 nearest-even kernel for ``fmt``, or None where that
+    kernel does not apply (then ``fpsim.round`` does the work)."""
+    return nearest_even_f32_constants(fmt, fmt.subnormals, fmt.overflow)
 
 
 def needs_rounding(values_fmt: Format | None, fmt: Format | None) -> bool:

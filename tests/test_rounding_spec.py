@@ -24,6 +24,7 @@ CUSTOM = [
     Format("e6m1_fnuz", 6, 1, bias=40, inf=False, nan="fnuz"),
     Format("e2m0_none", 2, 0, inf=False, nan="none"),
     Format("e3m0_ieee", 3, 0),
+    Format("e3m0_bias2", 3, 0, bias=2),  # even bias: tie parity is not float32's exponent bit
     Format("e8m7_bias140", 8, 7, bias=140),  # reaches below float32's normal range
     Format("e5m10_saturating", 5, 10, overflow="saturate"),
 ]
@@ -140,3 +141,25 @@ def test_round_to_odd_without_mantissa_bits_steps_to_the_odd_exponent_field():
     fmt = Format("e2m0_bias0_ftz", 2, 0, bias=0, subnormals=False)
     for x in (np.float32(1.5), np.float64(1.5)):
         assert fpsim.round(x, fmt, "odd") == round_scalar(1.5, fmt, "odd") == 2.0
+
+
+@pytest.mark.parametrize("fmt", SMALL, ids=lambda f: f.name)
+def test_float32_nearest_even_fast_path_equals_the_general_kernel(fmt):
+    """fpsim.round dispatches float32 nearest-even to a cheaper kernel where it applies; the
+    general per-mode kernel (used with a monitor, other modes and float64) must agree."""
+    from fpsim import _kernels
+    from fpsim.quantize import format_constants, nearest_even_f32_constants
+
+    x = sample_points(fmt, np.float32)
+    p = nearest_even_f32_constants(fmt, True, fmt.overflow)
+    if p is None:
+        pytest.skip(f"{fmt.name}: the fast path does not apply")
+    fast = np.empty_like(x)
+    _kernels.round_nearest_even_f32(x, fast, p)
+    general = np.empty_like(x)
+    f32 = np.dtype(np.float32)
+    _kernels.ROUND[0](x.view(np.int32), general.view(np.int32), 0,
+                      _kernels.carrier_constants(f32),
+                      format_constants(fmt, f32, True, fmt.overflow))
+    assert_same(x, fast, general, f"{fmt.name} fast path vs general kernel")
+    assert_same(x, fast, table_round(x, fmt, "nearest_even"), f"{fmt.name} fast path vs table")
