@@ -186,9 +186,10 @@ def _round_count_range(src, dst, lo, hi, mode, seed, c, f):
     t3 = np.int32(0)
     t4 = np.int32(0)
     for i in range(lo, hi):
-        b = np.int64(src[i])
+        j = np.uint64(i)  # an unsigned index: no wraparound check, so the loop vectorizes
+        b = np.int64(src[j])
         r, overflowed = _round_bits_overflow(b, mode, seed, i, c, f)
-        dst[i] = r
+        dst[j] = r
         e = _events(b, r, overflowed, c, f)
         t0 += e[0]
         t1 += e[1]
@@ -356,6 +357,46 @@ def round_nearest_even_f32(src, dst, p):
     else:
         for i in prange(n):
             dst[i] = round_nearest_even_f32_value(src[i], p)
+
+
+@njit(inline="always")
+def _round_count_nearest_even_f32(src, dst, lo, hi, p):
+    """dst[lo:hi] = nearest-even(src[lo:hi]) and its five event counts."""
+    M, MIN_NORMAL_BITS, MAX_BITS = p[0], p[1], p[3]
+    d = 23 - M
+    t0 = np.int64(0)
+    t1 = np.int64(0)
+    t2 = np.int64(0)
+    t3 = np.int64(0)
+    t4 = np.int64(0)
+    for i in range(lo, hi):
+        j = np.uint64(i)  # an unsigned index: no wraparound check, so the loop vectorizes
+        r = round_nearest_even_f32_value(src[j], p)
+        dst[j] = r
+        a = np.int64(np.float32(src[j]).view(np.uint32)) & 0x7FFFFFFF
+        ra = np.int64(np.float32(r).view(np.uint32)) & 0x7FFFFFFF
+        finite_in = a < 0x7F800000
+        rb = (a + ((1 << d) >> 1) - 1 + ((a >> d) & 1)) & ~((1 << d) - 1)  # as the kernel does
+        t0 += np.int64(finite_in & (ra != a))
+        t1 += np.int64(finite_in & (a >= MIN_NORMAL_BITS) & (rb > MAX_BITS))
+        t2 += np.int64(finite_in & (a != 0) & (ra == 0))
+        t3 += np.int64((ra != 0) & (ra < MIN_NORMAL_BITS))
+        t4 += np.int64((a <= 0x7F800000) & (ra > 0x7F800000))
+    return t0, t1, t2, t3, t4
+
+
+@njit(parallel=True, cache=True)
+def round_nearest_even_f32_counting(src, dst, p):
+    """round_nearest_even_f32 that also returns the five event counts of ROUND_COUNTING."""
+    n = src.size
+    chunks = max((n + _CHUNK - 1) // _CHUNK, 1)
+    counts = np.zeros((chunks, 5), dtype=np.int64)
+    for k in prange(chunks):
+        t = _round_count_nearest_even_f32(src, dst, k * _CHUNK, min(n, (k + 1) * _CHUNK), p)
+        for j in range(5):
+            counts[k, j] = t[j]
+    total = counts.sum(axis=0)
+    return total[0], total[1], total[2], total[3], total[4]
 
 
 def carrier_constants(dtype: np.dtype) -> tuple[int, ...]:

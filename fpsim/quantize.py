@@ -160,9 +160,13 @@ def round(
 
     counting = monitor_is_active()
     fast = None
-    if mode is RoundingMode.NEAREST_EVEN and wdtype == np.float32 and not counting:
+    if mode is RoundingMode.NEAREST_EVEN and wdtype == np.float32:
         fast = nearest_even_f32_constants(fmt, subnormals, policy)
-    if fast is not None:
+    if fast is not None and counting:
+        counts = _kernels.round_nearest_even_f32_counting(
+            src.view(np.float32), dst.view(np.float32), fast)
+        monitor_record(site or "round", fmt, src.size, counts)
+    elif fast is not None:
         _kernels.round_nearest_even_f32(src.view(np.float32), dst.view(np.float32), fast)
     else:
         c = _kernels.carrier_constants(wdtype)
