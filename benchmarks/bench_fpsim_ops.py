@@ -18,21 +18,11 @@ Rows:
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from timing import median_seconds
 
 import fpsim
-
-
-def median_seconds(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def round_with_monitor(x: np.ndarray, out: np.ndarray) -> None:

@@ -13,22 +13,12 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import time
 
 import ml_dtypes
 import numpy as np
+from timing import median_seconds
 
 import fpsim
-
-
-def median_seconds(fn, repeat: int) -> float:
-    fn()  # warm-up (compilation, page faults of the output)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def first_call_seconds() -> float:
