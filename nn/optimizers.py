@@ -228,6 +228,14 @@ class Optimizer:
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{self.name}: not an optimizer state dict ({e!r}); expected keys "
                              "'iterations' and 'slots'") from None
+        if not slots and iterations == 0:
+            # saved before the first step: nothing was built, and fresh slots (zeros) are
+            # exactly what that optimizer would have built
+            for mine in self._slots:
+                for arr in mine.values():
+                    arr[...] = 0
+            self.iterations = 0
+            return
         if len(slots) != len(self._slots):
             raise ValueError(f"{self.name}: state holds slots for {len(slots)} variables, this "
                              f"optimizer tracks {len(self._slots)}; pass variables= to build")

@@ -297,3 +297,13 @@ def test_bf16_keeps_8_bits_so_a_relative_update_of_1e_3_is_lost():
 def test_optimizer_base_class_has_no_update_rule():
     with pytest.raises(NotImplementedError):
         Optimizer(0.1).apply_gradients([(G1, make_var(W0))])
+
+
+def test_state_saved_before_the_first_step_loads_into_a_built_optimizer():
+    w = Variable(np.ones(3, np.float32), name="w")
+    fresh_state = Adam(0.1).state_dict()
+    opt = Adam(0.1)
+    opt.apply_gradients([(np.full(3, 0.5, np.float32), w)])
+    opt.load_state_dict(fresh_state, variables=[w])
+    assert opt.iterations == 0
+    assert all(np.all(arr == 0) for arr in opt.state_dict()["slots"][0].values())
