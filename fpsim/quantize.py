@@ -57,6 +57,7 @@ def _bits_of(value: float, dtype: np.dtype) -> int:
     return int(np.array(value, dtype=dtype).view(_INT_VIEW[dtype]))
 
 
+@functools.cache
 def format_constants(
     fmt: Format, dtype: np.dtype, subnormals: bool, policy: str
 ) -> tuple[int, ...]:
