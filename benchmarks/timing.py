@@ -18,3 +18,19 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def paired_median_seconds(
+    fn: Callable[[], object], baseline: Callable[[], object], repeat: int
+) -> tuple[float, float]:
+    """Median wall times of ``fn`` and ``baseline``, called alternately ``repeat`` times each
+    after one warm-up call of each, so that both see the same drift of a shared machine."""
+    fn()
+    baseline()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeat):
+        for f, ts in ((fn, times[0]), (baseline, times[1])):
+            t0 = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t0)
+    return float(np.median(times[0])), float(np.median(times[1]))

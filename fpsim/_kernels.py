@@ -191,33 +191,29 @@ def _round_count_range(src, dst, lo, hi, mode, seed, c, f):
         r, overflowed = _round_bits_overflow(b, mode, seed, i, c, f)
         dst[j] = r
         e = _events(b, r, overflowed, c, f)
-        t0 += e[0]
-        t1 += e[1]
-        t2 += e[2]
-        t3 += e[3]
-        t4 += e[4]
+        t0 = np.int32(t0 + e[0])  # (numba widens int32 sums to int64; keep them narrow)
+        t1 = np.int32(t1 + e[1])
+        t2 = np.int32(t2 + e[2])
+        t3 = np.int32(t3 + e[3])
+        t4 = np.int32(t4 + e[4])
     return t0, t1, t2, t3, t4
 
 
 @njit(inline="always")
-def _round_loop_counting(src, dst, mode, seed, c, f):
-    """_round_loop that also counts events in the same pass (see ROUND_COUNTING), in chunks
-    of _CHUNK elements, each with its own counters."""
+def _round_loop_counting(src, dst, mode, seed, c, f, threads):
+    """_round_loop that also counts events in the same pass (see ROUND_COUNTING): one
+    contiguous block of the array a thread, counted in chunks of _CHUNK elements with int32
+    counters LLVM keeps in vector registers."""
     n = src.size
-    chunks = max((n + _CHUNK - 1) // _CHUNK, 1)
-    counts = np.zeros((chunks, 5), dtype=np.int64)
-    if n < PARALLEL_MIN:
-        for k in range(chunks):
-            t = _round_count_range(src, dst, k * _CHUNK, min(n, (k + 1) * _CHUNK), mode, seed,
-                                   c, f)
+    blocks = threads if n >= PARALLEL_MIN else 1
+    per = (n + blocks - 1) // blocks
+    counts = np.zeros((blocks, 5), dtype=np.int64)
+    for k in prange(blocks):
+        hi = min(n, (k + 1) * per)
+        for lo in range(k * per, hi, _CHUNK):
+            t = _round_count_range(src, dst, lo, min(hi, lo + _CHUNK), mode, seed, c, f)
             for j in range(5):
-                counts[k, j] = t[j]
-    else:
-        for k in prange(chunks):
-            t = _round_count_range(src, dst, k * _CHUNK, min(n, (k + 1) * _CHUNK), mode, seed,
-                                   c, f)
-            for j in range(5):
-                counts[k, j] = t[j]
+                counts[k, j] += t[j]
     total = counts.sum(axis=0)
     return total[0], total[1], total[2], total[3], total[4]
 
@@ -262,38 +258,38 @@ def _round_stochastic(src, dst, seed, c, f):
 
 
 @njit(parallel=True, cache=True)
-def _count_nearest_even(src, dst, seed, c, f):
-    return _round_loop_counting(src, dst, NEAREST_EVEN, seed, c, f)
+def _count_nearest_even(src, dst, seed, c, f, threads):
+    return _round_loop_counting(src, dst, NEAREST_EVEN, seed, c, f, threads)
 
 
 @njit(parallel=True, cache=True)
-def _count_nearest_away(src, dst, seed, c, f):
-    return _round_loop_counting(src, dst, NEAREST_AWAY, seed, c, f)
+def _count_nearest_away(src, dst, seed, c, f, threads):
+    return _round_loop_counting(src, dst, NEAREST_AWAY, seed, c, f, threads)
 
 
 @njit(parallel=True, cache=True)
-def _count_toward_zero(src, dst, seed, c, f):
-    return _round_loop_counting(src, dst, TOWARD_ZERO, seed, c, f)
+def _count_toward_zero(src, dst, seed, c, f, threads):
+    return _round_loop_counting(src, dst, TOWARD_ZERO, seed, c, f, threads)
 
 
 @njit(parallel=True, cache=True)
-def _count_up(src, dst, seed, c, f):
-    return _round_loop_counting(src, dst, UP, seed, c, f)
+def _count_up(src, dst, seed, c, f, threads):
+    return _round_loop_counting(src, dst, UP, seed, c, f, threads)
 
 
 @njit(parallel=True, cache=True)
-def _count_down(src, dst, seed, c, f):
-    return _round_loop_counting(src, dst, DOWN, seed, c, f)
+def _count_down(src, dst, seed, c, f, threads):
+    return _round_loop_counting(src, dst, DOWN, seed, c, f, threads)
 
 
 @njit(parallel=True, cache=True)
-def _count_odd(src, dst, seed, c, f):
-    return _round_loop_counting(src, dst, ODD, seed, c, f)
+def _count_odd(src, dst, seed, c, f, threads):
+    return _round_loop_counting(src, dst, ODD, seed, c, f, threads)
 
 
 @njit(parallel=True, cache=True)
-def _count_stochastic(src, dst, seed, c, f):
-    return _round_loop_counting(src, dst, STOCHASTIC, seed, c, f)
+def _count_stochastic(src, dst, seed, c, f, threads):
+    return _round_loop_counting(src, dst, STOCHASTIC, seed, c, f, threads)
 
 
 ROUND = (
@@ -306,7 +302,8 @@ ROUND_COUNTING = (
     _count_nearest_even, _count_nearest_away, _count_toward_zero, _count_up, _count_down,
     _count_odd, _count_stochastic,
 )
-"""ROUND_COUNTING[mode](...) also returns (inexact, overflow, underflow, subnormal, nan_created).
+"""ROUND_COUNTING[mode](src, dst, seed, c, f, threads), threads = numba.get_num_threads(),
+also returns (inexact, overflow, underflow, subnormal, nan_created).
 overflow: a finite input whose rounded magnitude exceeded max (it became inf, NaN, or was
 clamped to max; a value just above max that rounds down to max is only inexact). underflow: a
 non-zero finite input whose result is zero. subnormal: a non-zero result below the smallest
@@ -315,36 +312,46 @@ normal. nan_created: a non-NaN input whose result is NaN."""
 
 # --- the float32 nearest-even fast path ---------------------------------------------------------
 # fpsim.round's most common call, and the one nn's fused kernels inline. Valid for a float32
-# carrier, a format with subnormals, M < 23 and a normal range inside float32's, and
-# p = (M, MIN_NORMAL_BITS, C_SUB, MAX_BITS, OVF_BITS, NO_NEG_ZERO) (fpsim.quantize packs it).
-# The general kernel above computes the same function; this one is cheaper per element:
+# carrier, a format with subnormals, 0 < M < 23, emin <= 0 and a normal range inside float32's,
+# and p = (SHIFT, C_SUB, MIN_NORMAL, THRESHOLD, OVERFLOW, NO_NEG_ZERO) (fpsim.quantize packs it).
+# The general kernel above computes the same function; this one is float32 arithmetic only, so
+# it runs eight lanes wide, cheap enough that counting events beside it costs little.
 #
-# - normal region, |x| >= 2^emin: drop d = 23 - M bits of the magnitude with ties-to-even,
-#       a = 0|EEEEEEEE|MMMMMMMMMM|ddddddddddddd     rounded = (a + 2^(d-1) - 1 + lsb) & ~(2^d - 1)
-#   (the carry out of the mantissa bumps the exponent);
-# - subnormal region, |x| < 2^emin: the spacing is the fixed 2^q, q = emin - M. Adding
-#   C_SUB = 2^(q+23) moves |x| into the float32 binade whose ulp is exactly 2^q, so the float32
-#   addition itself rounds to nearest-even on that grid, and (|x| + C_SUB) - C_SUB is exact.
-#
-# Both regions are computed and one is selected, without branches: values straddle the
-# subnormal boundary at random and a mispredicted branch costs more than the other path.
+# Rounding |x| to the format's grid is one float32 addition. The grid spacing in |x|'s binade
+# [2^e, 2^(e+1)) is 2^(e-M) (2^q, q = emin - M, below the normal range). Take the power of two
+# B = max(2^(e+23-M), C_SUB), C_SUB = 2^(q+23): its float32 ulp is that spacing, and |x| < B,
+# so |x| + B lies in [B, 2B) where float32's own round-to-nearest-even works on exactly the
+# format's grid (B is an even multiple of the spacing, so "even" means the same thing), and
+# (|x| + B) - B is exact (Sterbenz). B's bits are |x|'s exponent field plus (23 - M) << 23.
+# Where 2^(e+23-M) would pass float32's range (e >= 64), |x| is first scaled by 2^-64 and the
+# result back by 2^64, both exact. Overflow is a comparison: THRESHOLD is the smallest float32
+# whose rounding exceeds max (max plus half its spacing, plus one ulp where max's code is even,
+# as the tie then goes down to max).
+
+
+@njit(inline="always")
+def _nearest_even_f32_parts(v, p):
+    """(v rounded, |v|, |v| rounded before the overflow and NaN cases, |v| >= THRESHOLD)."""
+    SHIFT, C_SUB, _, THRESHOLD, OVERFLOW, NO_NEG_ZERO = p
+    av = abs(v)
+    big = av >= np.float32(2.0**64)
+    avs = av * (np.float32(2.0**-64) if big else np.float32(1.0))
+    b = np.uint32((np.float32(avs).view(np.uint32) & np.uint32(0x7F800000)) + SHIFT)
+    b = b.view(np.float32)
+    b = b if b > C_SUB else C_SUB
+    ra = ((avs + b) - b) * (np.float32(2.0**64) if big else np.float32(1.0))
+    r = np.copysign(ra, v)
+    if NO_NEG_ZERO:
+        r = ra if ra == 0 else r
+    over = av >= THRESHOLD
+    r = np.copysign(OVERFLOW, v) if over else r  # finite overflow and inf input
+    return (v if v != v else r), av, ra, over  # NaN stays NaN, payload and all
 
 
 @njit(inline="always")
 def round_nearest_even_f32_value(v, p):
     """The float32 ``v`` rounded to nearest-even in the format described by ``p``."""
-    M, MIN_NORMAL_BITS, C_SUB, MAX_BITS, OVF_BITS, NO_NEG_ZERO = p
-    u = np.int64(np.float32(v).view(np.uint32))
-    a = u & 0x7FFFFFFF
-    sign = u & 0x80000000
-    sub = np.int64(np.float32((abs(v) + C_SUB) - C_SUB).view(np.uint32))
-    sub = sub | (sign if (sub != 0 or NO_NEG_ZERO == 0) else 0)
-    d = 23 - M
-    rb = (a + ((1 << d) >> 1) - 1 + ((a >> d) & 1)) & ~((1 << d) - 1)
-    rb = OVF_BITS if rb > MAX_BITS else rb  # overflow, and inf input: the format's policy
-    res = sub if a < MIN_NORMAL_BITS else (sign | rb)
-    res = u if a > 0x7F800000 else res  # NaN stays NaN
-    return np.uint32(res).view(np.float32)
+    return _nearest_even_f32_parts(v, p)[0]
 
 
 @njit(parallel=True, cache=True)
@@ -359,44 +366,67 @@ def round_nearest_even_f32(src, dst, p):
             dst[i] = round_nearest_even_f32_value(src[i], p)
 
 
+@njit(cache=True)
+def round_nearest_even_f32_serial(src, dst, p):
+    """round_nearest_even_f32 on the calling thread only."""
+    for i in range(src.size):
+        dst[i] = round_nearest_even_f32_value(src[i], p)
+
+
 @njit(inline="always")
 def _round_count_nearest_even_f32(src, dst, lo, hi, p):
-    """dst[lo:hi] = nearest-even(src[lo:hi]) and its five event counts."""
-    M, MIN_NORMAL_BITS, MAX_BITS = p[0], p[1], p[3]
-    d = 23 - M
-    t0 = np.int64(0)
-    t1 = np.int64(0)
-    t2 = np.int64(0)
-    t3 = np.int64(0)
-    t4 = np.int64(0)
+    """dst[lo:hi] = nearest-even(src[lo:hi]) and six counts (int32: a chunk) from which
+    round_nearest_even_f32_counting derives the five events.
+
+    Each count is one float32 comparison, most of them shared with the rounding itself; the
+    np.int32 casts keep the counters 32-bit (numba widens int32 sums to int64), so the loop
+    stays eight lanes wide.
+    """
+    MIN_NORMAL = p[2]
+    inexact = np.int32(0)
+    overflow = np.int32(0)
+    over = np.int32(0)
+    zero = np.int32(0)
+    small = np.int32(0)
+    zero_in = np.int32(0)
     for i in range(lo, hi):
         j = np.uint64(i)  # an unsigned index: no wraparound check, so the loop vectorizes
-        r = round_nearest_even_f32_value(src[j], p)
+        v = src[j]
+        r, av, ra, o = _nearest_even_f32_parts(v, p)
         dst[j] = r
-        a = np.int64(np.float32(src[j]).view(np.uint32)) & 0x7FFFFFFF
-        ra = np.int64(np.float32(r).view(np.uint32)) & 0x7FFFFFFF
-        finite_in = a < 0x7F800000
-        rb = (a + ((1 << d) >> 1) - 1 + ((a >> d) & 1)) & ~((1 << d) - 1)  # as the kernel does
-        t0 += np.int64(finite_in & (ra != a))
-        t1 += np.int64(finite_in & (a >= MIN_NORMAL_BITS) & (rb > MAX_BITS))
-        t2 += np.int64(finite_in & (a != 0) & (ra == 0))
-        t3 += np.int64((ra != 0) & (ra < MIN_NORMAL_BITS))
-        t4 += np.int64((a <= 0x7F800000) & (ra > 0x7F800000))
-    return t0, t1, t2, t3, t4
+        finite = av < np.float32(np.inf)
+        inexact = np.int32(inexact + np.int32(finite & (r != v)))
+        overflow = np.int32(overflow + np.int32(finite & o))
+        over = np.int32(over + np.int32(o))  # with inf input
+        zero = np.int32(zero + np.int32(ra == 0))  # (NaN and overflow never have ra == 0)
+        small = np.int32(small + np.int32(ra < MIN_NORMAL))  # zero or subnormal
+        zero_in = np.int32(zero_in + np.int32(v == 0))
+    return inexact, overflow, over, zero, small, zero_in
 
 
 @njit(parallel=True, cache=True)
-def round_nearest_even_f32_counting(src, dst, p):
-    """round_nearest_even_f32 that also returns the five event counts of ROUND_COUNTING."""
+def round_nearest_even_f32_counting(src, dst, p, threads):
+    """round_nearest_even_f32 that also returns the five event counts of ROUND_COUNTING;
+    ``threads``: numba.get_num_threads() (one contiguous block of the array each).
+
+    Zero input gives zero output, so underflow = zero results - zero inputs; subnormal = results
+    below the smallest normal - zero results; the fast path makes NaN from non-NaN input only
+    by overflowing (finite or inf) into a format whose overflow is NaN.
+    """
     n = src.size
-    chunks = max((n + _CHUNK - 1) // _CHUNK, 1)
-    counts = np.zeros((chunks, 5), dtype=np.int64)
-    for k in prange(chunks):
-        t = _round_count_nearest_even_f32(src, dst, k * _CHUNK, min(n, (k + 1) * _CHUNK), p)
-        for j in range(5):
-            counts[k, j] = t[j]
-    total = counts.sum(axis=0)
-    return total[0], total[1], total[2], total[3], total[4]
+    blocks = threads if n >= PARALLEL_MIN else 1
+    per = (n + blocks - 1) // blocks
+    counts = np.zeros((blocks, 6), dtype=np.int64)
+    for k in prange(blocks):  # counted chunk by chunk: int32 counters in registers
+        hi = min(n, (k + 1) * per)
+        for lo in range(k * per, hi, _CHUNK):
+            t = _round_count_nearest_even_f32(src, dst, lo, min(hi, lo + _CHUNK), p)
+            for j in range(6):
+                counts[k, j] += t[j]
+    inexact, overflow, over, zero, small, zero_in = counts.sum(axis=0)
+    overflow_value = p[4]
+    nan_created = over if overflow_value != overflow_value else 0
+    return inexact, overflow, zero - zero_in, small - zero, nan_created
 
 
 def carrier_constants(dtype: np.dtype) -> tuple[int, ...]:

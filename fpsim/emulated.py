@@ -42,7 +42,7 @@ from fpsim import accumulate as _acc
 from fpsim.catalog import FP32, get_format
 from fpsim.formats import Format
 from fpsim.quantize import as_float_array
-from fpsim.quantize import round as _round
+from fpsim.quantize import round_array as _round
 
 FormatLike = Format | str
 
@@ -84,13 +84,14 @@ def promote(*formats: Format) -> Format:
 
 
 # --- conversions -----------------------------------------------------------------------------
-def _rounded(values: Any, fmt: Format, site: str) -> np.ndarray:
-    """``values`` (float32 or float64, exact) rounded once to fmt, in a float32 carrier."""
+def _rounded(values: Any, fmt: Format, site: str, parallel: bool = True) -> np.ndarray:
+    """``values`` (float32 or float64, exact) rounded once to fmt, in a float32 carrier
+    (``parallel=False``: on the calling thread, see fpsim.quantize.round_array)."""
     arr = np.asarray(values)
     if arr.dtype != np.float32 and arr.dtype != np.float64:
         arr = as_float_array(arr)
     out = np.empty(arr.shape, dtype=arr.dtype)
-    _round(arr, fmt, site=site, out=out)
+    _round(arr, fmt, site=site, out=out, parallel=parallel)
     return out if out.dtype == np.float32 else out.astype(np.float32)
 
 
@@ -348,7 +349,8 @@ def matmul(
     acc = acc_default or common
     out_fmt = get_format(fmt) if fmt is not None else common
     values = _acc.matmul_nd(da, db, fa, fb, acc, order, mode, rng)
-    return EmulatedArray(_rounded(values, out_fmt, "matmul"), out_fmt)
+    # a BLAS result is rounded on this thread: see fpsim.quantize.round_array
+    return EmulatedArray(_rounded(values, out_fmt, "matmul", parallel=False), out_fmt)
 
 
 def dot(a: Any, b: Any, **kwargs: Any) -> EmulatedArray:

@@ -9,13 +9,16 @@ formats too large to tabulate (fp32, tf32) are checked against round_scalar dire
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from oracle import sample_points, table_round
 from strategies import DETERMINISTIC_MODES, SMALL_CATALOG
 
 import fpsim
-from fpsim import Format, round_scalar
+from fpsim import Format, _kernels, round_scalar
+from fpsim.quantize import nearest_even_f32_constants
 
 CUSTOM = [
     Format("e3m2", 3, 2),
@@ -143,23 +146,55 @@ def test_round_to_odd_without_mantissa_bits_steps_to_the_odd_exponent_field():
         assert fpsim.round(x, fmt, "odd") == round_scalar(1.5, fmt, "odd") == 2.0
 
 
+def fast_vs_general(x: np.ndarray, fmt: Format, p: tuple) -> None:
+    """The float32 nearest-even fast path (parallel, serial and counting) against the general
+    per-mode kernel and its counting twin: equal bits, equal event counts."""
+    from fpsim import _kernels
+    from fpsim.quantize import format_constants
+
+    f32 = np.dtype(np.float32)
+    c, f = _kernels.carrier_constants(f32), format_constants(fmt, f32, True, fmt.overflow)
+    fast, serial, counted, general = (np.empty_like(x) for _ in range(4))
+    _kernels.round_nearest_even_f32(x, fast, p)
+    _kernels.round_nearest_even_f32_serial(x, serial, p)
+    fast_counts = _kernels.round_nearest_even_f32_counting(x, counted, p, 2)
+    general_counts = _kernels.ROUND_COUNTING[0](x.view(np.int32), general.view(np.int32), 0, c, f,
+                                                 2)
+    for got, what in ((fast, "fast path"), (serial, "serial fast path"),
+                      (counted, "counting fast path")):
+        bad = np.flatnonzero(got.view(np.int32) != general.view(np.int32))[:5]
+        assert bad.size == 0, (f"{fmt.name} {what} vs general kernel at x={x[bad].tolist()}: "
+                               f"{got[bad].tolist()} != {general[bad].tolist()}")
+    assert fast_counts == general_counts, fmt.name
+
+
+FAST_PATH_FORMATS = [f for f in [*fpsim.CATALOG, *CUSTOM]
+                     if nearest_even_f32_constants(f, True, f.overflow) is not None]
+
+
 @pytest.mark.parametrize("fmt", SMALL, ids=lambda f: f.name)
 def test_float32_nearest_even_fast_path_equals_the_general_kernel(fmt):
     """fpsim.round dispatches float32 nearest-even to a cheaper kernel where it applies; the
-    general per-mode kernel (used with a monitor, other modes and float64) must agree."""
-    from fpsim import _kernels
-    from fpsim.quantize import format_constants, nearest_even_f32_constants
-
+    general per-mode kernel (used for other modes and float64) must agree, and so must the two
+    kernels' event counts (an active monitor)."""
     x = sample_points(fmt, np.float32)
     p = nearest_even_f32_constants(fmt, True, fmt.overflow)
     if p is None:
         pytest.skip(f"{fmt.name}: the fast path does not apply")
+    fast_vs_general(x, fmt, p)
     fast = np.empty_like(x)
     _kernels.round_nearest_even_f32(x, fast, p)
-    general = np.empty_like(x)
-    f32 = np.dtype(np.float32)
-    _kernels.ROUND[0](x.view(np.int32), general.view(np.int32), 0,
-                      _kernels.carrier_constants(f32),
-                      format_constants(fmt, f32, True, fmt.overflow))
-    assert_same(x, fast, general, f"{fmt.name} fast path vs general kernel")
     assert_same(x, fast, table_round(x, fmt, "nearest_even"), f"{fmt.name} fast path vs table")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", FAST_PATH_FORMATS, ids=lambda f: f.name)
+def test_float32_nearest_even_fast_path_equals_the_general_kernel_on_all_bit_patterns(fmt):
+    """Every float32 bit pattern (FPSIM_FULL_SWEEP=1, ~1 min a format); by default every 61st,
+    from a different offset in each of the 64 slices, which still crosses every binade."""
+    step = 1 if os.environ.get("FPSIM_FULL_SWEEP") else 61
+    chunk = 2**26
+    p = nearest_even_f32_constants(fmt, True, fmt.overflow)
+    for k, start in enumerate(range(0, 2**32, chunk)):
+        bits = np.arange(start + k % step, start + chunk, step, dtype=np.uint64)
+        fast_vs_general(bits.astype(np.uint32).view(np.float32), fmt, p)
