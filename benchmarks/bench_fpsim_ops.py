@@ -3,12 +3,14 @@
     python benchmarks/bench_fpsim_ops.py [--log2n 24] [--matmul-n 1024] [--repeat 7]
 
 Each time is the median of ``--repeat`` calls after one warm-up call (compilation, page faults);
-the two rows with a target time their two sides alternately, call by call.
+the monitor and fpsim.matmul rows time their two sides alternately, call by call.
 The ratio column divides by the baseline on the same row; the target column is the issue's goal.
 Rows:
 
 - ``fpsim.round`` to fp16 of 2^n float32 values (standard normal times 100) into a preallocated
   output, with an active ``fpsim.monitor`` vs without (the counting kernel vs the plain one);
+  for information the same for two cases of the general per-mode kernels (a mode other than
+  nearest-even, float64 input);
 - ``fpsim.matmul`` of two fp16 EmulatedArrays with fp32 accumulation (default ``order="auto"``,
   the BLAS path, plus the final rounding to fp16) vs numpy's float32 matmul of the same shapes;
 - for information: ``EmulatedArray`` fp16 addition vs numpy float16 addition, ``.sum()`` with
@@ -19,6 +21,7 @@ Rows:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import numpy as np
 from timing import median_seconds, paired_median_seconds
@@ -29,6 +32,13 @@ import fpsim
 def round_with_monitor(x: np.ndarray, out: np.ndarray) -> None:
     with fpsim.monitor():
         fpsim.round(x, "fp16", out=out)
+
+
+def with_monitor(call: Callable[[], object]) -> Callable[[], None]:
+    def monitored() -> None:
+        with fpsim.monitor():
+            call()
+    return monitored
 
 
 def main() -> None:
@@ -47,6 +57,13 @@ def main() -> None:
                                            lambda: fpsim.round(x, "fp16", out=out), r)
     rows.append((f"fpsim.round fp16, 2^{args.log2n} float32: monitor on / off",
                  counted, plain, "<= 1.3"))
+    x64, out64 = x.astype(np.float64), np.empty(n)
+    for what, call in (  # the general per-mode kernels, for information
+        ("fp16 toward_zero", lambda: fpsim.round(x, "fp16", "toward_zero", out=out)),
+        ("fp16 of float64", lambda: fpsim.round(x64, "fp16", out=out64)),
+    ):
+        rows.append((f"fpsim.round {what}, 2^{args.log2n}: monitor on / off",
+                     *paired_median_seconds(with_monitor(call), call, r), "-"))
 
     m = args.matmul_n
     a32 = rng.standard_normal((m, m)).astype(np.float32)
