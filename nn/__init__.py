@@ -29,7 +29,8 @@ __all__ = [
 
 # --- training, optimizers, loss scaling, datasets: import lines below this marker ---
 from nn import datasets, optimizers
-from nn.loss_scale import DynamicLossScale, GradScaler, LossScaleOptimizer
+from nn.grad_scaler import GradScaler
+from nn.loss_scale import DynamicLossScale, LossScaleOptimizer
 from nn.optimizers import SGD, Adam, RMSprop
 
 __all__ += [

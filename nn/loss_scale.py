@@ -7,7 +7,8 @@ lifting small gradients into fp16's range; the weight update divides by S again.
 - ``DynamicLossScale``: the shared rule (grow after N finite steps, back off on inf/NaN).
 - ``LossScaleOptimizer``: tf.keras's face (``get_scaled_loss``, ``get_unscaled_gradients``,
   ``apply_gradients``), used by ``Model.fit``.
-- ``GradScaler``: PyTorch's face (``scale``, ``unscale_``, ``step``, ``update``).
+- ``GradScaler`` (in ``nn.grad_scaler``): PyTorch's face (``scale``, ``unscale_``, ``step``,
+  ``update``).
 
 Both keep the scale in float32, as their frameworks do.
 """
@@ -15,7 +16,6 @@ Both keep the scale in float32, as their frameworks do.
 from __future__ import annotations
 
 import copy
-import enum
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn.optimizers import Optimizer, _name_of, _needs_rounding, gradient_array
+from nn.optimizers import Optimizer, _needs_rounding, gradient_array
 
 
 def _positive_float32(name: str, value: object) -> np.float32:
@@ -174,6 +174,15 @@ def _scale_value(x: Any, scale: float) -> Any:
         return x * scale
     raise TypeError(f"cannot scale a {type(x).__name__}; pass an nn.Tensor, an ndarray, a "
                     "number or a list/tuple of them")
+
+
+def _like(g: Any, data: np.ndarray, fmt: Any) -> Any:
+    """A gradient of the same kind as g holding ``data``."""
+    if isinstance(g, np.ndarray) or not hasattr(g, "data"):
+        return data
+    from nn.tensor import Tensor  # the autograd layer; imported late to keep this module light
+
+    return Tensor(data, fmt=fmt)
 
 
 class LossScaleOptimizer:
@@ -339,207 +348,3 @@ class LossScaleOptimizer:
     def __repr__(self) -> str:
         return (f"LossScaleOptimizer({self.inner_optimizer!r}, loss_scale={self.loss_scale}, "
                 f"dynamic={self.dynamic})")
-
-
-def _like(g: Any, data: np.ndarray, fmt: Any) -> Any:
-    """A gradient of the same kind as g holding ``data``."""
-    if isinstance(g, np.ndarray) or not hasattr(g, "data"):
-        return data
-    from nn.tensor import Tensor  # the autograd layer; imported late to keep this module light
-
-    return Tensor(data, fmt=fmt)
-
-
-class _Stage(enum.Enum):
-    """Where one optimizer is in the scale -> unscale_ -> step -> update cycle."""
-
-    READY = "ready"
-    UNSCALED = "unscaled"
-    STEPPED = "stepped"
-
-
-class GradScaler:
-    """PyTorch's ``torch.amp.GradScaler``, over ``DynamicLossScale``.
-
-    Usage (the PyTorch training loop; the optimizer is built with ``params=``)::
-
-        scaler = GradScaler()
-        scaler.scale(loss).backward()
-        scaler.step(opt)          # unscales opt's grads, skips the step on inf/NaN
-        scaler.update()
-        opt.zero_grad()
-
-    Rules:
-
-    - ``scale(x)`` returns ``x * scale`` (the scale is a float32, initially ``init_scale``);
-    - ``unscale_(opt)`` multiplies each param's ``.grad`` in place by
-      ``float32(1 / float64(scale))`` and records whether any *scaled* gradient was inf/NaN;
-    - ``step(opt)`` calls ``unscale_(opt)`` if not done yet, then ``opt.step()`` only if that
-      optimizer's gradients were finite (a per-optimizer skip);
-    - ``update()``: any inf/NaN recorded since the last update -> ``scale *= backoff_factor``
-      and the growth tracker resets, with no floor (the scale can collapse to 0); otherwise the
-      tracker counts up and after ``growth_interval`` finite steps ``scale *= growth_factor``
-      if the float32 result is finite (the tracker resets either way);
-    - ``update(new_scale)`` sets the scale directly and leaves the tracker alone;
-    - misuse raises RuntimeError: ``unscale_``/``step`` without ``scale()`` since the last
-      ``update()``, ``unscale_`` twice or after ``step``, ``step`` twice, ``update`` before any
-      ``step``/``unscale_``; unscaling fp16 gradients raises ValueError;
-    - ``enabled=False`` makes every method a pass-through (``step`` just calls ``opt.step()``).
-    """
-
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000,
-                 enabled: bool = True) -> None:
-        self._enabled = bool(enabled)
-        self._state = DynamicLossScale(init_scale, growth_interval, growth_factor,
-                                       backoff_factor)
-        self._ever_scaled = False
-        self._scaled_since_update = False
-        self._per_optimizer: dict[int, dict[str, Any]] = {}
-
-    def is_enabled(self) -> bool:
-        return self._enabled
-
-    # ---- the cycle -----------------------------------------------------------------------
-    def scale(self, outputs: Any) -> Any:
-        """``outputs * scale`` (Tensor, array, number, or a list/tuple of them)."""
-        if not self._enabled:
-            return outputs
-        self._ever_scaled = self._scaled_since_update = True
-        return _scale_value(outputs, self._state.scale)
-
-    def _opt_state(self, optimizer: Any) -> dict[str, Any]:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"GradScaler works with nn optimizers built with params=[...] (SGD, "
-                            f"RMSprop, Adam), got {type(optimizer).__name__}")
-        return self._per_optimizer.setdefault(
-            id(optimizer), {"stage": _Stage.READY, "found_inf": None, "optimizer": optimizer})
-
-    def _check_scaled(self, verb: str) -> None:
-        if not self._scaled_since_update:
-            raise RuntimeError(f"{verb} called before scale(): call scaler.scale(loss).backward()"
-                               " first in each iteration (the gradients would not be scaled)")
-
-    def unscale_(self, optimizer: Optimizer) -> None:
-        """Divide ``optimizer``'s gradients by the scale in place and record inf/NaN."""
-        if not self._enabled:
-            return
-        self._check_scaled("unscale_()")
-        state = self._opt_state(optimizer)
-        if state["stage"] is _Stage.UNSCALED:
-            raise RuntimeError("unscale_() has already been called on this optimizer since the "
-                               "last update()")
-        if state["stage"] is _Stage.STEPPED:
-            raise RuntimeError("unscale_() is being called after step(); call it before step()")
-        params = optimizer._require_params("unscale_() (through GradScaler)")
-        grads = [(p, p.grad) for p in params if p.grad is not None]
-        for p, g in grads:
-            if getattr(getattr(g, "fmt", None), "name", None) == "float16":
-                raise ValueError(f"attempting to unscale FP16 gradients (of {_name_of(p)}); "
-                                 "GradScaler needs fp32 master weights: use a mixed_float16 "
-                                 "policy, not float16")
-        inv_scale = np.float32(1.0 / np.float64(self._state.scale))  # 1/scale in float64
-        found_inf = False
-        for _, g in grads:
-            data = g if isinstance(g, np.ndarray) else g.data
-            found_inf = found_inf or not bool(np.isfinite(data).all())
-            np.multiply(data, inv_scale, out=data, casting="unsafe")  # >= fp32, one rounding
-            fmt = getattr(g, "fmt", None)
-            if _needs_rounding(fmt):
-                np.copyto(data, fpsim.round(data, fmt))
-        state["found_inf"] = found_inf if grads else None
-        state["stage"] = _Stage.UNSCALED
-
-    def step(self, optimizer: Optimizer) -> Any:
-        """``optimizer.step()`` unless its unscaled gradients held inf/NaN; returns its result."""
-        if not self._enabled:
-            return optimizer.step()
-        self._check_scaled("step()")
-        state = self._opt_state(optimizer)
-        if state["stage"] is _Stage.STEPPED:
-            raise RuntimeError("step() has already been called since the last update()")
-        if state["stage"] is _Stage.READY:
-            self.unscale_(optimizer)
-        if state["found_inf"] is None:
-            raise RuntimeError("no inf checks were recorded for this optimizer: none of its "
-                               "params has a .grad; call backward() on the scaled loss first")
-        result = None if state["found_inf"] else optimizer.step()
-        state["stage"] = _Stage.STEPPED
-        return result
-
-    def update(self, new_scale: float | None = None) -> None:
-        """Update the scale for the next iteration (see the class rules)."""
-        if not self._enabled:
-            return
-        if not self._ever_scaled:
-            raise RuntimeError("update() called before scale(): nothing to update yet")
-        if new_scale is not None:
-            if isinstance(new_scale, bool) or not isinstance(
-                    new_scale, (int, float, np.floating, np.integer)):
-                raise TypeError(f"new_scale must be a number, got {type(new_scale).__name__}")
-            self._state.set_scale(new_scale)
-        else:
-            found = [s["found_inf"] for s in self._per_optimizer.values()
-                     if s["found_inf"] is not None]
-            if not found:
-                raise RuntimeError("no inf checks were recorded prior to update(): call "
-                                   "step(optimizer) (or unscale_(optimizer)) first")
-            self._state.update(finite=not any(found))
-        self._per_optimizer.clear()
-        self._scaled_since_update = False
-
-    # ---- getters, setters, state -----------------------------------------------------------
-    def get_scale(self) -> float:
-        """The current scale, or 1.0 when disabled."""
-        return self._state.scale if self._enabled else 1.0
-
-    def get_growth_factor(self) -> float:
-        return self._state.growth_factor
-
-    def set_growth_factor(self, new_factor: float) -> None:
-        self._state.growth_factor = _factor("growth_factor", new_factor, above_one=True)
-
-    def get_backoff_factor(self) -> float:
-        return self._state.backoff_factor
-
-    def set_backoff_factor(self, new_factor: float) -> None:
-        self._state.backoff_factor = _factor("backoff_factor", new_factor, above_one=False)
-
-    def get_growth_interval(self) -> int:
-        return self._state.growth_interval
-
-    def set_growth_interval(self, new_interval: int) -> None:
-        self._state.growth_interval = _positive_int("growth_interval", new_interval)
-
-    _KEYS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
-
-    def state_dict(self) -> dict[str, Any]:
-        """PyTorch's keys: scale, growth_factor, backoff_factor, growth_interval,
-        _growth_tracker. Empty when disabled."""
-        if not self._enabled:
-            return {}
-        s = self._state
-        return {"scale": s.scale, "growth_factor": s.growth_factor,
-                "backoff_factor": s.backoff_factor, "growth_interval": s.growth_interval,
-                "_growth_tracker": s.counter}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore ``state_dict()`` output (validated first; nothing changes on error)."""
-        if not self._enabled:
-            return
-        if len(state_dict) == 0:
-            raise RuntimeError("the source state dict is empty, possibly because it was saved "
-                               "from a disabled GradScaler")
-        missing = [k for k in self._KEYS if k not in state_dict]
-        if missing:
-            raise ValueError(f"GradScaler state dict lacks {missing}; expected keys {self._KEYS}")
-        new = DynamicLossScale(1.0, state_dict["growth_interval"], state_dict["growth_factor"],
-                               state_dict["backoff_factor"])
-        new.load_state_dict({"scale": state_dict["scale"],
-                             "counter": state_dict["_growth_tracker"]})
-        self._state = new
-
-    def __repr__(self) -> str:
-        return (f"GradScaler(scale={self.get_scale()}, growth_tracker={self._state.counter}, "
-                f"enabled={self._enabled})")
-

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import fpsim
-from nn.loss_scale import DynamicLossScale, GradScaler, LossScaleOptimizer
+from nn.grad_scaler import GradScaler
+from nn.loss_scale import DynamicLossScale, LossScaleOptimizer
 from nn.optimizers import SGD, Adam
 from nn.tensor import Tensor, Variable
 

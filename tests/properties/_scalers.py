@@ -23,7 +23,8 @@ import numpy as np
 import fpsim
 import nn
 from fpsim.testing import FINITE, INF, NAN
-from nn.loss_scale import DynamicLossScale, GradScaler, LossScaleOptimizer
+from nn.grad_scaler import GradScaler
+from nn.loss_scale import DynamicLossScale, LossScaleOptimizer
 from nn.tensor import Tensor, Variable
 
 F32_MAX_EXP = 127  # 2**127 is float32's largest power of two

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 import fpsim
 import nn
 from fpsim.testing import INF, NAN, gradient_arrays
-from nn.loss_scale import GradScaler, LossScaleOptimizer
+from nn.grad_scaler import GradScaler
+from nn.loss_scale import LossScaleOptimizer
 from nn.losses import mean_squared_error
 from nn.tensor import Tensor, Variable
 
