@@ -251,6 +251,27 @@ def test_telemetry_off_records_no_events():
     assert h.gradient_events == [] and h.exponent_counts["activation"].sum() == 0
 
 
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16", "float16"])
+def test_telemetry_changes_neither_the_trained_weights_nor_the_scaler_history(policy):
+    # telemetry routes the backward pass's roundings through the counting kernels and single
+    # threads numba; training must be bit-identical. A large initial scale makes the dynamic
+    # scaler skip steps and then grow, so both branches of a step are covered.
+    x, y = _data(n=256)
+    runs = []
+    for telemetry in (True, False):
+        opt = nn.LossScaleOptimizer(nn.SGD(0.1), initial_scale=2.0**20, dynamic_growth_steps=3)
+        model = _mlp(policy).compile(opt, CE(from_logits=True))
+        h = model.fit(x, y, batch_size=16, epochs=3, seed=0, verbose=0, telemetry=telemetry)
+        runs.append((h, opt.loss_scale, [v.numpy() for v in model.trainable_variables]))
+    (h_on, scale_on, w_on), (h_off, scale_off, w_off) = runs
+    assert h_on.skipped_steps == h_off.skipped_steps
+    assert h_on.skipped_steps > 0 or policy == "mixed_bfloat16"  # bf16 has float32's range
+    assert scale_on == scale_off
+    assert h_on.history["loss"] == h_off.history["loss"]
+    assert all(np.array_equal(a, b) for a, b in zip(w_on, w_off, strict=True))
+    assert h_on.gradient_events and not h_off.gradient_events
+
+
 def test_exponent_counts_match_floor_log2_including_subnormals():
     rng = np.random.default_rng(0)
     v = (rng.standard_normal(5000) * 2.0 ** rng.integers(-140, 120, 5000)).astype(np.float32)
