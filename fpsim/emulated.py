@@ -121,8 +121,8 @@ class EmulatedArray(NDArrayOperatorsMixin):
     >>> a = fpsim.array([1.0, 2049.0, 1e-8], "fp16")
     >>> a
     EmulatedArray([1.000e+00, 2.048e+03, 0.000e+00], format=float16)
-    >>> (a + 1).numpy()
-    array([   2., 2048.,    1.], dtype=float32)
+    >>> (a + 1).numpy().tolist()
+    [2.0, 2048.0, 1.0]
     """
 
     __slots__ = ("_data", "_format")

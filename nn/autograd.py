@@ -26,7 +26,7 @@ import fpsim
 from fpsim import FP32, Format
 from fpsim.monitor import is_active as _monitor_is_active
 from fpsim.quantize import nearest_even_f32_constants
-from nn import _kernels
+from nn import _kernels, sites
 from nn.policy import contains, promote
 from nn.tensor import Tensor
 
@@ -149,7 +149,7 @@ class Context:
 
     def site(self, what: str) -> str:
         """A monitor site name: ``"<scope>/<what>"``."""
-        return f"{self.scope}/{what}" if self.scope else what
+        return sites.scoped(self.scope, what)
 
     def output(self) -> Tensor:
         """The forward output as a Tensor without history (for use in backward)."""

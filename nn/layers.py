@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from nn import functions as F
+from nn import sites
 from nn.autograd import name_scope
 from nn.model import Model
 from nn.policy import Policy, as_policy, format_name
@@ -195,7 +196,7 @@ class Layer:
         """``var`` in the compute format (a Cast; the variable itself if the formats agree)."""
         t = F.cast(var, self.compute_format)
         if t is not var:
-            t.grad_site = f"{var.name.replace('/', '/grad_', 1)}" if var.name else None
+            t.grad_site = sites.weight_grad(var.name) if var.name else None
         return t
 
     # --- calling ----------------------------------------------------------------------------------
@@ -231,7 +232,7 @@ class Layer:
         with name_scope(self.name):
             y = self.call(x, training=training)
         if y is not x:
-            y.grad_site = f"{self.name}/grad_activation"
+            y.grad_site = sites.activation_grad(self.name)
         return y
 
     # --- configuration (for checkpoints) ------------------------------------------------------

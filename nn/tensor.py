@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpsim import FP32, Format
+from nn import sites
 from nn.policy import (
     FormatLike,
     carrier_dtype,
@@ -42,7 +43,7 @@ class Tensor:
 
     >>> t = Tensor([1e-8, 70000.0], fmt="fp16")
     >>> t
-    Tensor([0., inf], fmt=float16)
+    Tensor([ 0., inf], fmt=float16)
 
     ``fmt`` is a Format, a format name, ``"float64"``/None (float64 carrier, never rounded) or
     ``"auto"``: FP32, or float64 under the "float64" policy. The data are copied and rounded to
@@ -247,7 +248,7 @@ class Variable(Tensor):
             fmt = global_policy().variable_format
         super().__init__(data, fmt=fmt, requires_grad=trainable, name=name)
         self.trainable = bool(trainable)
-        self.grad_site = f"{name}/grad" if name else None
+        self.grad_site = sites.variable_grad(name) if name else None
 
     def assign(self, values: Any) -> None:
         """Write ``values`` (rounded to ``fmt``) into ``data`` in place; the shape must match."""

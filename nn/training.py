@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import fpsim
+from nn import sites
 from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
 from nn.tensor import Tensor
@@ -110,16 +111,11 @@ def forward_keeping_outputs(model: Any, x: np.ndarray, training: bool, keep: boo
 
 def telemetry_sites(model: Any) -> dict[str, dict[str, list[str]]]:
     """Monitor site names of each leaf layer's activation and weight gradients."""
-    sites: dict[str, dict[str, list[str]]] = {}
+    out: dict[str, dict[str, list[str]]] = {}
     for layer in iter_layers(model) if getattr(model, "layers", None) else [model]:
-        weight_sites = []
-        for var in getattr(layer, "trainable_variables", []):
-            if var.name:
-                weight_sites.append(var.name.replace("/", "/grad_", 1))  # read through Cast
-                weight_sites.append(f"{var.name}/grad")                  # the variable itself
-        sites[layer.name] = {"activation": [f"{layer.name}/grad_activation"],
-                             "weight": weight_sites}
-    return sites
+        names = [v.name for v in getattr(layer, "trainable_variables", []) if v.name]
+        out[layer.name] = sites.layer_sites(layer.name, names)
+    return out
 
 
 def train_epoch(model: Any, x: np.ndarray, y: np.ndarray, batch_size: int, epoch: int,
