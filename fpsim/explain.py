@@ -1,40 +1,56 @@
 """``explain``: how one number is rounded to a format, step by step, in words and bits.
 
-The steps follow ``fpsim.round_scalar`` (the specification) on the exact value of the input:
+The text is the ``RoundingTrace`` of ``fpsim.rounding.trace`` (the steps of ``round_scalar``, the
+specification) put into words; no rounding decision is taken here:
 
 1. the exact input (decimal, hex, binary) and the grid spacing ``2^q`` where it lies;
 2. its two neighbours on that grid, ``k * 2^q <= |x| < (k + 1) * 2^q``, with their bit fields;
 3. the bits of ``|x| / 2^q`` after the kept significand ``k``: guard (the first dropped bit,
-   worth half an ulp), round (the next) and sticky (OR of all the rest), and the mode's choice;
+   worth half an ulp), round (the next) and sticky (OR of all the rest); the mode's rule (from
+   ``MODE_RULES``) and its choice;
 4. overflow past ``max`` and underflow to zero, in words;
 5. the result: bit fields ``S EEEEE MMMMMMMMMM``, value as ``sign × 2^e × significand``, class,
    and the absolute, relative and ulp error (ulp = ``2^q``, the spacing at the input).
 
 The input is taken at its exact float value (a Python float is a float64; the command line
 parses VALUE to the nearest float64). Stochastic rounding shows both possible results with
-their probabilities.
+their probabilities. How numbers and codes are written is in ``fpsim.explain_numbers``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from fractions import Fraction
 
-from fpsim.bits import decompose, nan_code, to_bits
+from fpsim.bits import decompose
 from fpsim.catalog import get_format
+from fpsim.explain_numbers import (
+    binary_digits,
+    binary_point,
+    exact_decimal,
+    field_string,
+    fields_of,
+    num,
+    pow2,
+    sci,
+    value_bits,
+)
 from fpsim.formats import Format
 from fpsim.rounding import (
+    Outcome,
     RoundingMode,
-    code_is_odd,
+    RoundingTrace,
+    Why,
     floor_log2,
     get_mode,
-    quantum_exponent,
+    mode_rule,
     resolve_overflow,
-    round_integer,
-    rounds_toward_zero,
+    trace,
 )
+
+__all__ = ["Explanation", "explain", "explanation", "field_string"]
 
 _LABEL = 12  # width of the label column
 
@@ -57,200 +73,202 @@ class Explanation:
 
 
 def _line(label: str, text: str) -> str:
-    return f"{label:<{_LABEL}}{text}" if label else f"{'':<{_LABEL}}{text}"
+    return f"{label:<{_LABEL}}{text}"
 
 
-def _num(v: float | Fraction) -> str:
-    """A value as Python prints the float (shortest repr), without a trailing '.0' on integers;
-    a grid point beyond float64's range as ``m × 2^e``."""
-    try:
-        f = float(v)
-    except OverflowError:
-        e = floor_log2(abs(Fraction(v)))
-        return f"{float(v / Fraction(2) ** e)!r} × 2^{e}"
-    if math.isfinite(f) and f == int(f) and abs(f) < 2**53:
-        return str(int(f)) if f != 0 else ("-0" if math.copysign(1, f) < 0 else "0")
-    return repr(f)
+# --- step 3: the mode's decision, one sentence per reason ---------------------------------------
+def _keep(t: RoundingTrace) -> str:
+    return f"keep k = {t.k} (toward zero)"
 
 
-def _binary_digits(frac: Fraction, limit: int) -> str:
-    """The binary digits of a dyadic ``frac`` in [0, 1) after the point ('' for 0), capped."""
-    digits = []
-    while frac and len(digits) < limit:
-        frac *= 2
-        digits.append("1" if frac >= 1 else "0")
-        frac -= int(frac)
-    return "".join(digits) + ("..." if frac else "")
+def _bump(t: RoundingTrace) -> str:
+    return f"k + 1 = {t.k + 1} (away from zero)"
 
 
-def _point(whole: int, digits: str) -> str:
-    """``whole`` in binary, then the fraction digits after a point (no point if none)."""
-    return f"{whole:b}.{digits}" if digits else f"{whole:b}"
+def _parity(t: RoundingTrace) -> str:
+    word = "odd" if t.odd else "even"
+    if t.fmt.mantissa_bits == 0 and t.k > 0:  # every significand is 1: the exponent's parity
+        return f"the code of k × 2^q ends in {int(t.odd)} (exponent field {word})"
+    return f"kept significand {t.k} is {word}"
 
 
-def _pow2(e: int) -> str:
-    return f"2^{e}"
+def _directed(t: RoundingTrace) -> str:
+    up = t.pick > t.k
+    direction = "+inf" if up != t.negative else "-inf"  # away from zero on the + side: +inf
+    side = "negative" if t.negative else "positive"
+    return (f"{t.mode.value} (toward {direction}) on a {side} inexact value -> "
+            + (_bump(t) if up else _keep(t)))
 
 
-def field_string(code: int, fmt: Format) -> str:
-    """A code as ``S EEEEE MMMMMMMMMM`` (fp16); no mantissa part when M = 0."""
-    m_bits, e_bits = fmt.mantissa_bits, fmt.exponent_bits
-    sign = code >> (e_bits + m_bits)
-    e = (code >> m_bits) & ((1 << e_bits) - 1)
-    parts = [str(sign), format(e, f"0{e_bits}b")]
-    if m_bits:
-        parts.append(format(code & ((1 << m_bits) - 1), f"0{m_bits}b"))
-    return " ".join(parts)
+def _draw(t: RoundingTrace) -> str:
+    return (f"{t.mode.value}: k + 1 = {t.k + 1} with probability f = {float(t.f):.6g} (the "
+            f"fraction of an ulp beyond k), else k = {t.k}")
 
 
-def _fields_of(v: float, fmt: Format) -> str:
-    return field_string(int(to_bits(v, fmt)), fmt)
+_TIE = "tie (guard 1, round 0, sticky 0)"
+WHY_TEXT: dict[Why, Callable[[RoundingTrace], str]] = {
+    Why.EXACT: lambda t: "exact: guard, round and sticky are all 0 -> no rounding",
+    Why.BELOW_HALF: lambda t: f"guard 0: less than half an ulp -> {_keep(t)}",
+    Why.ABOVE_HALF: lambda t: (
+        f"guard 1, round/sticky not all 0: more than half an ulp -> {_bump(t)}"),
+    Why.TIE_KEEPS_EVEN: lambda t: f"{_TIE}, {_parity(t)} -> {_keep(t)}",
+    Why.TIE_LEAVES_ODD: lambda t: (
+        f"{_TIE}, {_parity(t)} -> k + 1 = {t.k + 1} (away from zero, to even)"),
+    Why.HALF_OR_MORE: lambda t: (
+        f"guard 1: half an ulp or more (ties away from zero) -> {_bump(t)}"),
+    Why.TRUNCATED: lambda t: (
+        f"{t.mode.value} drops the guard, round and sticky bits -> {_keep(t)}"),
+    Why.TOWARD_ZERO_FOR_SIGN: _directed,
+    Why.AWAY_FOR_SIGN: _directed,
+    Why.KEPT_ODD: lambda t: f"inexact and {_parity(t)} -> {_keep(t)}",
+    Why.MADE_ODD: lambda t: (
+        f"inexact and {_parity(t)} -> k + 1 = {t.k + 1} (odd: marks inexact)"),
+    Why.DRAW_BELOW_F: _draw,
+    Why.DRAW_NOT_BELOW_F: _draw,
+}
 
 
-def _code_text(code: int, fmt: Format) -> str:
-    return f"{field_string(code, fmt)} (0x{code:0{(fmt.bits + 3) // 4}x})"
+def decision_text(t: RoundingTrace) -> str:
+    """Why the mode kept k or took k + 1 (magnitudes), from guard, round and sticky."""
+    if t.why is None:
+        raise ValueError("only a finite non-zero input has a rounding decision")
+    return WHY_TEXT[t.why](t)
 
 
-def _value_bits(v: float, fmt: Format) -> str:
-    """The fields of a value of fmt, or why it has none."""
-    if math.isnan(v):
-        code = nan_code(fmt, math.copysign(1, v) < 0)
-        return _code_text(code, fmt) if code is not None else f"none ({fmt.name} has no NaN code)"
-    if abs(v) > fmt.max and not math.isinf(v):
-        return f"none (beyond max = {_num(fmt.max)})"
-    if math.isinf(v) and not fmt.inf:
-        return f"none ({fmt.name} has no inf)"
-    return _code_text(int(to_bits(v, fmt)), fmt)
+# --- step 4: overflow and underflow, one sentence per outcome -----------------------------------
+def _size(t: RoundingTrace) -> str:
+    assert t.exact is not None
+    return f"|x| = {num(abs(t.exact))}" if t.negative else num(t.exact)  # compares magnitudes
 
 
-def _exact_decimal(x: float, limit: int = 80) -> str:
-    """The exact decimal value of a float; past ``limit`` significant digits, the first ones."""
-    d = Decimal(x)
-    digits = "".join(map(str, d.as_tuple().digits))
-    if len(digits) <= limit:
-        return str(d)
-    sign = "-" if d < 0 else ""
-    return (f"{sign}{digits[0]}.{digits[1:limit]}...e{d.adjusted()}, "
-            f"{len(digits)} significant digits")
+def _zero_text(t: RoundingTrace) -> str:
+    no_minus = t.negative and not t.fmt.has_negative_zero
+    return num(t.result) + (f" ({t.fmt.name} has no -0)" if no_minus else "")
 
 
-def _sci(v: Fraction) -> str:
-    """A positive rational to 6 significant digits, as ``m × 2^e`` beyond float64's range."""
-    try:
-        return f"{float(v):.6g}"
-    except OverflowError:
-        e = floor_log2(v)
-        return f"{float(v / Fraction(2) ** e):.6g} × 2^{e}"
+def _overflow(t: RoundingTrace) -> str:
+    fmt = t.fmt
+    ulp_max = Fraction(2) ** (fmt.emax - fmt.mantissa_bits)
+    if mode_rule(t.mode).nearest:
+        why = (f"{_size(t)} is at least max + ulp/2 = {num(fmt.max)} + {num(ulp_max)}/2 = "
+               f"{num(fmt.max_exact + ulp_max / 2)}")
+    else:
+        why = f"{_size(t)} rounds away from zero past max = {num(fmt.max)}"
+    what = {"inf": f"overflows to {num(t.result)}", "saturate": f"saturates to {num(t.result)}",
+            "nan": "becomes NaN"}[t.policy]
+    why_policy = f"overflow policy {t.policy!r}" + ("" if fmt.inf else f": {fmt.name} has no inf")
+    return f"{why} -> {what} ({why_policy})"
 
 
+def _underflow(t: RoundingTrace) -> str:
+    tiny = t.fmt.smallest_subnormal if t.subnormals else t.fmt.smallest_normal
+    return (f"{_size(t)} is below the smallest subnormal {num(tiny)} and rounds to zero "
+            f"-> {_zero_text(t)}")
+
+
+OUTCOME_TEXT: dict[Outcome, tuple[str, Callable[[RoundingTrace], str]] | None] = {
+    Outcome.IN_RANGE: None,
+    Outcome.CLAMPED: ("overflow:", lambda t: (
+        f"{_size(t)} rounds past max = {num(t.fmt.max)}, but {t.mode.value} rounds toward "
+        f"zero here -> clamps to {num(t.result)}")),
+    Outcome.OVERFLOW: ("overflow:", _overflow),
+    Outcome.UNDERFLOW: ("underflow:", _underflow),
+    Outcome.FLUSHED: ("underflow:", lambda t: (
+        f"subnormals are off and {num(t.magnitude)} is below the smallest normal "
+        f"{num(t.fmt.smallest_normal)} -> flushed to {_zero_text(t)}")),
+}
+
+
+def _nan_input(t: RoundingTrace) -> str:
+    return "NaN stays NaN" if t.fmt.has_nan else (
+        f"{t.fmt.name} has no NaN; fpsim keeps NaN in the float32 carrier, with no bit pattern "
+        "of the format")
+
+
+def _inf_input(t: RoundingTrace) -> str:
+    if t.fmt.inf:
+        return f"{num(t.result)} stays {num(t.result)}"
+    shown = num(t.result) if not math.isnan(t.result) else "NaN"
+    return f"{t.fmt.name} has no inf: overflow policy {t.policy!r} -> {shown}"
+
+
+def _zero_input(t: RoundingTrace) -> str:
+    if t.negative and not t.fmt.has_negative_zero:
+        return f"{t.fmt.name} has no -0: -0 becomes +0"
+    return "zero is exact (its sign is kept)"
+
+
+SPECIAL_TEXT: dict[Outcome, Callable[[RoundingTrace], str]] = {
+    Outcome.NAN: _nan_input, Outcome.INFINITY: _inf_input, Outcome.ZERO: _zero_input,
+}
+
+
+# --- steps 1, 2 and 5 --------------------------------------------------------------------------
 def _input_lines(x: float) -> list[str]:
-    lines = [_line("input:", f"{x!r} (exact decimal {_exact_decimal(x)})")]
+    lines = [_line("input:", f"{x!r} (exact decimal {exact_decimal(x)})")]
     v = abs(Fraction(x))
     e = floor_log2(v)
     mant = v / Fraction(2) ** e
     sign = "-" if x < 0 else ""
     lines.append(_line("", f"= {x.hex()}"))
-    lines.append(_line("", f"= {sign}1.{_binary_digits(mant - 1, 64) or '0'} × 2^{e} (binary)"))
+    lines.append(_line("", f"= {sign}1.{binary_digits(mant - 1, 64) or '0'} × 2^{e} (binary)"))
     return lines
 
 
-def _outcome(
-    magnitude: Fraction, negative: bool, fmt: Format, mode: RoundingMode, subnormals: bool,
-    policy: str, v: Fraction,
-) -> tuple[float, list[str]]:
-    """The rounded magnitude after the range checks, with the overflow/underflow sentences."""
-    sign = -1.0 if negative else 1.0
-    size = f"|x| = {_num(v)}" if negative else _num(v)  # the checks compare magnitudes
-    if magnitude > fmt.max_exact:
-        ulp_max = Fraction(2) ** (fmt.emax - fmt.mantissa_bits)
-        threshold = fmt.max_exact + ulp_max / 2
-        if rounds_toward_zero(mode, negative):
-            return sign * fmt.max, [_line("overflow:", (
-                f"{size} rounds past max = {_num(fmt.max)}, but {mode.value} rounds toward "
-                f"zero here -> clamps to {_num(sign * fmt.max)}"))]
-        result, what = {
-            "inf": (sign * math.inf, f"overflows to {_num(sign * math.inf)}"),
-            "saturate": (sign * fmt.max, f"saturates to {_num(sign * fmt.max)}"),
-            "nan": (math.nan, "becomes NaN"),
-        }[policy]
-        why_policy = f"overflow policy {policy!r}" + ("" if fmt.inf else f": {fmt.name} has no inf")
-        if mode in (RoundingMode.NEAREST_EVEN, RoundingMode.NEAREST_AWAY):
-            why = (f"{size} is at least max + ulp/2 = {_num(fmt.max)} + {_num(ulp_max)}/2 = "
-                   f"{_num(threshold)}")
-        else:
-            why = f"{size} rounds away from zero past max = {_num(fmt.max)}"
-        return result, [_line("overflow:", f"{why} -> {what} ({why_policy})")]
-    zero = -0.0 if negative and fmt.has_negative_zero else 0.0
-    zero_text = _num(zero) + ("" if fmt.has_negative_zero or not negative
-                              else f" ({fmt.name} has no -0)")
-    if magnitude == 0:
-        tiny = fmt.smallest_subnormal if subnormals else fmt.smallest_normal
-        return zero, [_line("underflow:", (
-            f"{size} is below the smallest subnormal {_num(tiny)} and rounds to zero "
-            f"-> {zero_text}"))]
-    if not subnormals and magnitude < Fraction(2) ** fmt.emin:
-        return zero, [_line("underflow:", (
-            f"subnormals are off and {_num(magnitude)} is below the smallest normal "
-            f"{_num(fmt.smallest_normal)} -> flushed to {zero_text}"))]
-    return float(-magnitude if negative else magnitude), []
+def _grid_line(t: RoundingTrace) -> str:
+    fmt, q = t.fmt, t.q
+    where = "normal range" if t.e >= fmt.emin else (
+        f"subnormal range: below {pow2(fmt.emin)} the spacing stays {pow2(q)}" if t.subnormals
+        else "below the normal range; subnormals off: rounded at full precision, then flushed "
+        "to zero")
+    spacing = pow2(q) + (f" = {num(2.0**q)}" if -1074 <= q else "")  # float64 shows 2^-1074+
+    return _line("grid:", f"spacing (ulp) {spacing} here ({where})")
 
 
-def _decision(
-    k: int, f: Fraction, mode: RoundingMode, negative: bool, odd: bool, m_bits: int
-) -> str:
-    """Why the mode keeps k or takes k + 1 (magnitudes), from guard, round and sticky.
-
-    ``odd``: the code of ``k * 2^q`` ends in 1 (its significand's last bit, or with no mantissa
-    bits the exponent field's)."""
-    guard = f >= Fraction(1, 2)
-    rest = (f * 2) % 1 != 0
-    keep = f"keep k = {k} (toward zero)"
-    bump = f"k + 1 = {k + 1} (away from zero)"
-    if f == 0:
-        return "exact: guard, round and sticky are all 0 -> no rounding"
-    if mode is RoundingMode.NEAREST_EVEN:
-        if not guard:
-            return f"guard 0: less than half an ulp -> {keep}"
-        if rest:
-            return f"guard 1, round/sticky not all 0: more than half an ulp -> {bump}"
-        choice = f"k + 1 = {k + 1} (away from zero, to even)" if odd else keep
-        return f"tie (guard 1, round 0, sticky 0), {_parity(k, odd, m_bits)} -> {choice}"
-    if mode is RoundingMode.NEAREST_AWAY:
-        if guard:
-            return f"guard 1: half an ulp or more (ties away from zero) -> {bump}"
-        return f"guard 0: less than half an ulp -> {keep}"
-    if mode is RoundingMode.TOWARD_ZERO:
-        return f"toward_zero drops the guard, round and sticky bits -> {keep}"
-    if mode in (RoundingMode.UP, RoundingMode.DOWN):
-        direction = "+inf" if mode is RoundingMode.UP else "-inf"
-        side = "negative" if negative else "positive"
-        away = (mode is RoundingMode.UP) != negative
-        return f"{mode.value} (toward {direction}) on a {side} inexact value -> " + (
-            bump if away else keep)
-    if mode is RoundingMode.ODD:
-        if odd:
-            return f"inexact and {_parity(k, odd, m_bits)} -> {keep}"
-        return (f"inexact and {_parity(k, odd, m_bits)} -> k + 1 = {k + 1} "
-                "(odd: marks inexact)")
-    return (f"stochastic: k + 1 = {k + 1} with probability f = {float(f):.6g} (the fraction of "
-            f"an ulp beyond k), else k = {k}")
+def _neighbours_line(t: RoundingTrace) -> str:
+    fmt = t.fmt
+    lo, hi = t.k * Fraction(2) ** t.q, (t.k + 1) * Fraction(2) ** t.q
+    if t.f == 0 and not t.subnormals and t.e < fmt.emin:
+        return _line("neighbours:", "none needed: x lies on the full-precision grid")
+    if t.f == 0:
+        return _line("neighbours:", f"none needed: x is a value of {fmt.name}")
+    if lo > fmt.max_exact:
+        return _line("neighbours:", (
+            f"none: |x| is beyond max = {num(fmt.max)} [{fields_of(fmt.max, fmt)}]; "
+            f"the grid continued past max has {num(lo)} <= |x| < {num(hi)}"))
+    ends = [(-hi, "k + 1"), (-lo, "k")] if t.negative else [(lo, "k"), (hi, "k + 1")]
+    shown = [_neighbour(val, name, fmt, t.negative) for val, name in ends]
+    return _line("neighbours:", f"{shown[0]} < x < {shown[1]}")
 
 
-def _parity(k: int, odd: bool, m_bits: int) -> str:
-    word = "odd" if odd else "even"
-    if m_bits == 0 and k > 0:  # every significand is 1: parity is the exponent field's
-        return f"the code of k × 2^q ends in {int(odd)} (exponent field {word})"
-    return f"kept significand {k} is {word}"
+def _neighbour(val: Fraction, name: str, fmt: Format, negative: bool) -> str:
+    """A grid neighbour of x with its bit fields, or a note when it lies beyond max."""
+    if abs(val) > fmt.max_exact:
+        return f"{num(val)} ({name}: beyond max = {num(fmt.max)}, not in {fmt.name})"
+    fv = float(val)
+    if fv == 0 and negative and fmt.has_negative_zero:
+        fv = -0.0
+    try:
+        return f"{num(fv)} [{fields_of(fv, fmt)}]"
+    except ValueError:  # subnormals off: the unbounded-precision grid is finer than the format
+        return f"{num(fv)} (below the smallest normal; subnormals are off)"
+
+
+def _carry_line(t: RoundingTrace) -> str:
+    into = ("out of the subnormals into the smallest normal" if t.e < t.fmt.emin
+            and t.subnormals else "into the next binade")
+    return _line("carry:", (
+        f"k + 1 = {t.k + 1} is a power of two: the significand carries {into}, "
+        f"{num(t.magnitude)}"))
 
 
 def _result_lines(
     result: float, fmt: Format, x: float, q: int, probability: float | None = None
 ) -> list[str]:
-    shown = _num(result) if not math.isnan(result) else "nan"
+    shown = num(result) if not math.isnan(result) else "nan"
     if probability is not None:
         shown += f" with probability {probability:.6g}"
-    lines = [_line("result:", shown)]
-    lines.append(_line("  bits:", _value_bits(result, fmt)))
+    lines = [_line("result:", shown), _line("  bits:", value_bits(result, fmt))]
     if math.isnan(result):
         lines.append(_line("  class:", "nan"))
         lines.append(_line("error:", "undefined (the result is NaN)"))
@@ -259,12 +277,12 @@ def _result_lines(
     if math.isinf(result):
         lines.append(_line("  value:", f"{'-' if d.sign else '+'}1 × inf"))
     else:
-        sig = Fraction(d.significand)
-        sig_bits = _point(int(sig), _binary_digits(sig % 1, 64).ljust(fmt.mantissa_bits, "0"))
+        sig = Fraction(float(d.significand))
+        sig_bits = binary_point(int(sig), binary_digits(sig % 1, 64).ljust(fmt.mantissa_bits, "0"))
         lines.append(_line("  value:", (
-            f"{'-' if d.sign else '+'}1 × {_pow2(d.exponent)} × {_num(sig)} "
+            f"{'-' if d.sign else '+'}1 × {pow2(int(d.exponent))} × {num(sig)} "
             f"(significand {sig_bits} in binary)")))
-    lines.append(_line("  class:", d.cls))
+    lines.append(_line("  class:", str(d.cls)))
     if math.isinf(result) or math.isinf(x):
         lines.append(_line("error:", "infinite" if math.isinf(result) != math.isinf(x) else "0"))
         return lines
@@ -272,32 +290,11 @@ def _result_lines(
     if err == 0:
         lines.append(_line("error:", "0 (exact)"))
         return lines
-    rel = _sci(err / abs(Fraction(x)))
     ulps = err / Fraction(2) ** q
     lines.append(_line("error:", (
-        f"absolute {_sci(err)}, relative {rel}, {_sci(ulps)} ulp "
-        f"(ulp = {_pow2(q)} at x)")))
+        f"absolute {sci(err)}, relative {sci(err / abs(Fraction(x)))}, {sci(ulps)} ulp "
+        f"(ulp = {pow2(q)} at x)")))
     return lines
-
-
-def _special(x: float, fmt: Format, policy: str) -> tuple[float, str]:
-    """Result and reason for NaN, inf and zero inputs."""
-    negative = math.copysign(1.0, x) < 0
-    if math.isnan(x):
-        if fmt.has_nan:
-            return math.nan, "NaN stays NaN"
-        return math.nan, (f"{fmt.name} has no NaN; fpsim keeps NaN in the float32 carrier, "
-                          "with no bit pattern of the format")
-    if math.isinf(x):
-        if fmt.inf:
-            return x, f"{_num(x)} stays {_num(x)}"
-        sign = -1.0 if negative else 1.0
-        result = {"saturate": sign * fmt.max, "nan": math.nan}[policy]
-        return result, (f"{fmt.name} has no inf: overflow policy {policy!r} -> "
-                        f"{_num(result) if not math.isnan(result) else 'NaN'}")
-    if negative and not fmt.has_negative_zero:
-        return 0.0, f"{fmt.name} has no -0: -0 becomes +0"
-    return x, "zero is exact (its sign is kept)"
 
 
 def explanation(
@@ -311,99 +308,43 @@ def explanation(
     """The steps of rounding ``x`` to ``fmt`` as an ``Explanation`` (text plus result(s))."""
     fmt = get_format(fmt)
     mode = get_mode(mode)
-    subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
-    policy = resolve_overflow(fmt, overflow)
+    resolve_overflow(fmt, overflow)  # validate before x, as round does
     if isinstance(x, (str, bytes, complex)) or not hasattr(x, "__float__"):
         raise TypeError(f"x must be a real number, got {x!r} ({type(x).__name__})")
     x = float(x)
+    # u = 0 takes k + 1 whenever a draw decides; the draw u = f then gives the k outcome
+    t = trace(x, fmt, mode, subnormals=subnormals, overflow=overflow, u=0.0)
+    outcomes: tuple[RoundingTrace, ...] = (t,)
+    probs: tuple[float, ...] = (1.0,)
+    if t.why is Why.DRAW_BELOW_F:
+        down = trace(x, fmt, mode, subnormals=subnormals, overflow=overflow, u=t.f)
+        outcomes, probs = (down, t), (float(1 - t.f), float(t.f))
     layout = "|".join(part for part in ("S", "E" * fmt.exponent_bits, "M" * fmt.mantissa_bits)
                       if part)
     lines = [f"{x!r} -> {fmt.name} ({layout}, bias {fmt.bias}), rounding {mode.value}"]
 
-    if not math.isfinite(x) or x == 0:
-        result, why = _special(x, fmt, policy)
-        lines.append(_line("input:", _num(x) if not math.isnan(x) else "nan"))
-        lines.append(_line("decision:", why))
-        lines += _result_lines(result, fmt, x, 0)
-        return Explanation((result,), (1.0,), tuple(lines))
+    if t.why is None:  # NaN, inf or zero: nothing to round
+        lines.append(_line("input:", num(x) if not math.isnan(x) else "nan"))
+        lines.append(_line("decision:", SPECIAL_TEXT[t.outcome](t)))
+        lines += _result_lines(t.result, fmt, x, 0)
+        return Explanation((t.result,), (1.0,), tuple(lines))
 
-    negative = x < 0
-    v = abs(Fraction(x))
     lines += _input_lines(x)
-    e = floor_log2(v)
-    q = quantum_exponent(v, fmt, subnormals)
-    where = "normal range" if e >= fmt.emin else (
-        f"subnormal range: below {_pow2(fmt.emin)} the spacing stays {_pow2(q)}" if subnormals
-        else "below the normal range; subnormals off: rounded at full precision, then flushed "
-        "to zero")
-    spacing = _pow2(q) + (f" = {_num(2.0**q)}" if -1074 <= q else "")  # float64 shows 2^-1074+
-    lines.append(_line("grid:", f"spacing (ulp) {spacing} here ({where})"))
-
-    scaled = v / Fraction(2) ** q
-    k = math.floor(scaled)
-    f = scaled - k
-    lo, hi = k * Fraction(2) ** q, (k + 1) * Fraction(2) ** q
-    if f == 0 and not subnormals and e < fmt.emin:
-        lines.append(_line("neighbours:", "none needed: x lies on the full-precision grid"))
-    elif f == 0:
-        lines.append(_line("neighbours:", f"none needed: x is a value of {fmt.name}"))
-    elif lo > fmt.max_exact:
-        lines.append(_line("neighbours:", (
-            f"none: |x| is beyond max = {_num(fmt.max)} [{_fields_of(fmt.max, fmt)}]; "
-            f"the grid continued past max has {_num(lo)} <= |x| < {_num(hi)}")))
-    else:
-        ends = [(lo, "k"), (hi, "k + 1")]
-        if negative:
-            ends = [(-hi, "k + 1"), (-lo, "k")]
-        shown = [_neighbour(val, name, fmt, negative) for val, name in ends]
-        lines.append(_line("neighbours:", f"{shown[0]} < x < {shown[1]}"))
-    guard, round_bit = int(f * 2), int(f * 4) % 2
-    sticky = int((f * 4) % 1 != 0)
+    lines.append(_grid_line(t))
+    lines.append(_neighbours_line(t))
     lines.append(_line("bits:", (
-        f"|x| / {_pow2(q)} = {_point(k, _binary_digits(f, 40))}  -> kept k = {k:b} (= {k}), "
-        f"guard {guard}, round {round_bit}, sticky {sticky}")))
-    odd = code_is_odd(k, q, fmt)
-    lines.append(_line("decision:", _decision(k, f, mode, negative, odd, fmt.mantissa_bits)))
-
-    if mode is RoundingMode.STOCHASTIC and f != 0:
-        picks, probs = (k, k + 1), (float(1 - f), float(f))
-    else:
-        picks, probs = (round_integer(k, f, mode, negative, None, odd),), (1.0,)
-    results = []
-    for pick, prob in zip(picks, probs, strict=True):
-        if pick == k + 1 and _carries(k, e, fmt, subnormals):
-            into = ("out of the subnormals into the smallest normal" if e < fmt.emin
-                    and subnormals else "into the next binade")
-            lines.append(_line("carry:", (
-                f"k + 1 = {k + 1} is a power of two: the significand carries {into}, "
-                f"{_num(Fraction(k + 1) * Fraction(2) ** q)}")))
-        result, notes = _outcome(pick * Fraction(2) ** q, negative, fmt, mode, subnormals,
-                                 policy, v)
-        lines += notes
-        lines += _result_lines(result, fmt, x, q, None if len(picks) == 1 else prob)
-        results.append(result)
-    return Explanation(tuple(results), probs, tuple(lines))
-
-
-def _carries(k: int, e: int, fmt: Format, subnormals: bool) -> bool:
-    """Does k + 1 leave the binade of k (a carry out of the significand)?"""
-    m = fmt.mantissa_bits
-    if e >= fmt.emin or not subnormals:
-        return k + 1 == 2 ** (m + 1)
-    return k + 1 == 2**m  # the largest subnormal carries into the smallest normal
-
-
-def _neighbour(val: Fraction, name: str, fmt: Format, negative: bool) -> str:
-    """A grid neighbour of x with its bit fields, or a note when it lies beyond max."""
-    if abs(val) > fmt.max_exact:
-        return f"{_num(val)} ({name}: beyond max = {_num(fmt.max)}, not in {fmt.name})"
-    fv = float(val)
-    if fv == 0 and negative and fmt.has_negative_zero:
-        fv = -0.0
-    try:
-        return f"{_num(fv)} [{_fields_of(fv, fmt)}]"
-    except ValueError:  # subnormals off: the unbounded-precision grid is finer than the format
-        return f"{_num(fv)} (below the smallest normal; subnormals are off)"
+        f"|x| / {pow2(t.q)} = {binary_point(t.k, binary_digits(t.f, 40))}  -> kept k = "
+        f"{t.k:b} (= {t.k}), guard {t.guard}, round {t.round_bit}, sticky {t.sticky}")))
+    lines.append(_line("rule:", f"{mode.value}: {mode_rule(mode).math}"))
+    lines.append(_line("decision:", decision_text(t)))
+    for outcome, prob in zip(outcomes, probs, strict=True):
+        if outcome.carries:
+            lines.append(_carry_line(outcome))
+        note = OUTCOME_TEXT[outcome.outcome]
+        if note is not None:
+            lines.append(_line(note[0], note[1](outcome)))
+        lines += _result_lines(outcome.result, fmt, x, t.q, None if len(outcomes) == 1 else prob)
+    return Explanation(tuple(o.result for o in outcomes), probs, tuple(lines))
 
 
 def explain(

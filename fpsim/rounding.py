@@ -15,30 +15,37 @@ How a finite non-zero value ``x`` is rounded to a format with M mantissa bits:
    "Even" and "odd" are the last bit of the code of ``k * 2^q``: the significand's last bit, or,
    in a format without mantissa bits (where every significand is 1), the exponent field's.
 4. If the result exceeds ``max`` it overflows: modes that rounded toward zero for this sign clamp
-   to ``max``; the others follow the overflow policy (``inf``, ``nan`` or ``saturate``).
+   to ``max``; the others follow the overflow policy (``inf``, ``nan`` or ``saturate``; a NaN
+   keeps the input's sign, as ``fpsim.round`` and ml_dtypes keep it in the carrier).
+
+``trace`` performs these steps and records each one in a ``RoundingTrace`` (``round_scalar`` is
+its result, ``fpsim.explain`` its text). ``MODE_RULES`` is the one table of the modes' rules.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
+from functools import partial
+from types import MappingProxyType
 
 from fpsim.catalog import get_format
 from fpsim.formats import OVERFLOW_KINDS, Format
 
 
 class RoundingMode(str, Enum):
-    """The rounding modes; each line gives the rule for ``|x| / 2^q = k + f`` with ``f > 0``
-    (k "odd": the code of k * 2^q ends in 1)."""
+    """The rounding modes; ``MODE_RULES[mode].math`` states each one's rule in one line."""
 
-    NEAREST_EVEN = "nearest_even"  # k + 1 if f > 1/2, or f == 1/2 and k is odd; else k
-    NEAREST_AWAY = "nearest_away"  # k + 1 if f >= 1/2; else k (ties away from zero)
-    TOWARD_ZERO = "toward_zero"  # k (truncate the magnitude)
-    UP = "up"  # toward +inf: k + 1 for positive x, k for negative x
-    DOWN = "down"  # toward -inf: k for positive x, k + 1 for negative x
-    ODD = "odd"  # k if k is odd, else k + 1: the last bit records "inexact"
-    STOCHASTIC = "stochastic"  # k + 1 with probability f, else k (exact values never move)
+    NEAREST_EVEN = "nearest_even"
+    NEAREST_AWAY = "nearest_away"
+    TOWARD_ZERO = "toward_zero"
+    UP = "up"
+    DOWN = "down"
+    ODD = "odd"
+    STOCHASTIC = "stochastic"
 
     def __str__(self) -> str:
         return self.value
@@ -72,71 +79,271 @@ def resolve_overflow(fmt: Format, overflow: str | None) -> str:
     return overflow
 
 
+# --- the modes' rules: one table keyed by RoundingMode -------------------------------------------
+HALF = Fraction(1, 2)
+Draw = float | Fraction | None  # stochastic rounding's uniform draw u in [0, 1)
+
+
+class Why(Enum):
+    """Why a mode kept ``k`` or took ``k + 1`` for ``|x| / 2^q = k + f`` (``up``: took k + 1)."""
+
+    EXACT = ("f = 0: x is on the grid", False)
+    BELOW_HALF = ("f < 1/2", False)
+    ABOVE_HALF = ("f > 1/2", True)
+    TIE_KEEPS_EVEN = ("f = 1/2 and k is even", False)
+    TIE_LEAVES_ODD = ("f = 1/2 and k is odd", True)
+    HALF_OR_MORE = ("f >= 1/2", True)
+    TRUNCATED = ("f is dropped", False)
+    TOWARD_ZERO_FOR_SIGN = ("the direction is toward zero for this sign", False)
+    AWAY_FOR_SIGN = ("the direction is away from zero for this sign", True)
+    KEPT_ODD = ("k is odd", False)
+    MADE_ODD = ("k is even", True)
+    DRAW_BELOW_F = ("the draw u < f", True)
+    DRAW_NOT_BELOW_F = ("the draw u >= f", False)
+
+    condition: str
+    up: bool
+
+    def __init__(self, condition: str, up: bool) -> None:
+        self.condition = condition
+        self.up = up
+
+
+def _nearest_even(f: Fraction, negative: bool, odd: bool, u: Draw) -> Why:
+    if f != HALF:
+        return Why.ABOVE_HALF if f > HALF else Why.BELOW_HALF
+    return Why.TIE_LEAVES_ODD if odd else Why.TIE_KEEPS_EVEN
+
+
+def _nearest_away(f: Fraction, negative: bool, odd: bool, u: Draw) -> Why:
+    return Why.HALF_OR_MORE if f >= HALF else Why.BELOW_HALF
+
+
+def _toward_zero(f: Fraction, negative: bool, odd: bool, u: Draw) -> Why:
+    return Why.TRUNCATED
+
+
+def _up(f: Fraction, negative: bool, odd: bool, u: Draw) -> Why:
+    return Why.TOWARD_ZERO_FOR_SIGN if negative else Why.AWAY_FOR_SIGN
+
+
+def _down(f: Fraction, negative: bool, odd: bool, u: Draw) -> Why:
+    return Why.AWAY_FOR_SIGN if negative else Why.TOWARD_ZERO_FOR_SIGN
+
+
+def _odd(f: Fraction, negative: bool, odd: bool, u: Draw) -> Why:
+    return Why.KEPT_ODD if odd else Why.MADE_ODD
+
+
+def _stochastic(f: Fraction, negative: bool, odd: bool, u: Draw) -> Why:
+    if u is None or not 0 <= u < 1:
+        raise ValueError(f"stochastic rounding needs a uniform draw u in [0, 1), got {u!r}")
+    return Why.DRAW_BELOW_F if Fraction(u) < f else Why.DRAW_NOT_BELOW_F
+
+
+@dataclass(frozen=True)
+class ModeRule:
+    """How a mode picks ``k`` or ``k + 1`` for ``|x| / 2^q = k + f`` with ``0 < f < 1``."""
+
+    math: str  # the rule in one line ("k odd": the code of k * 2^q ends in 1)
+    decide: Callable[[Fraction, bool, bool, Draw], Why]  # (f, negative, k odd, u) -> Why
+    toward_zero: Callable[[bool], bool]  # (negative) -> never grows |x| (overflow clamps)
+    nearest: bool = False  # rounds to nearest: overflow starts at max + ulp/2
+
+
+def _never(negative: bool) -> bool:
+    return False
+
+
+MODE_RULES: Mapping[RoundingMode, ModeRule] = MappingProxyType({
+    RoundingMode.NEAREST_EVEN: ModeRule(
+        "k + 1 if f > 1/2, or f = 1/2 and k is odd; else k", _nearest_even, _never, nearest=True),
+    RoundingMode.NEAREST_AWAY: ModeRule(
+        "k + 1 if f >= 1/2; else k (ties away from zero)", _nearest_away, _never, nearest=True),
+    RoundingMode.TOWARD_ZERO: ModeRule(
+        "k (truncate the magnitude)", _toward_zero, lambda negative: True),
+    RoundingMode.UP: ModeRule(
+        "toward +inf: k + 1 for positive x, k for negative x", _up, lambda negative: negative),
+    RoundingMode.DOWN: ModeRule(
+        "toward -inf: k for positive x, k + 1 for negative x", _down,
+        lambda negative: not negative),
+    RoundingMode.ODD: ModeRule(
+        "k if k is odd, else k + 1 (the last bit records 'inexact')", _odd, _never),
+    RoundingMode.STOCHASTIC: ModeRule(
+        "k + 1 with probability f (if the draw u < f), else k", _stochastic, _never),
+})
+
+
+def mode_rule(mode: RoundingMode) -> ModeRule:
+    """The rule of ``mode`` from ``MODE_RULES``; a mode without one is an error, never a default."""
+    try:
+        return MODE_RULES[mode]
+    except KeyError:
+        raise NotImplementedError(f"rounding mode {mode!r} has no rule in MODE_RULES") from None
+
+
 def rounds_toward_zero(mode: RoundingMode, negative: bool) -> bool:
     """True when the mode never increases the magnitude for this sign (overflow then clamps)."""
-    return (
-        mode is RoundingMode.TOWARD_ZERO
-        or (mode is RoundingMode.DOWN and not negative)
-        or (mode is RoundingMode.UP and negative)
-    )
+    return mode_rule(mode).toward_zero(negative)
 
 
+# --- the steps ---------------------------------------------------------------------------------
 def floor_log2(v: Fraction) -> int:
     """The exact ``floor(log2(v))`` of a positive rational."""
     e = v.numerator.bit_length() - v.denominator.bit_length()
     return e if Fraction(2) ** e <= v else e - 1
 
 
-def quantum_exponent(v: Fraction, fmt: Format, subnormals: bool) -> int:
-    """``q`` such that the format's grid spacing at the positive value ``v`` is ``2^q``."""
-    e = floor_log2(v)
-    return (max(e, fmt.emin) if subnormals else e) - fmt.mantissa_bits
-
-
 def code_is_odd(k: int, q: int, fmt: Format) -> bool:
     """Whether the code of the value ``k * 2^q`` (k the multiple of the spacing) ends in 1."""
     if fmt.mantissa_bits > 0 or k == 0:
         return k % 2 == 1
+    assert fmt.bias is not None  # set by Format's construction
     return (q + fmt.bias) % 2 == 1  # no mantissa bits: k == 1 and the exponent field is q + bias
 
 
-def round_integer(
-    k: int, f: Fraction, mode: RoundingMode, negative: bool, u: float | None, odd: bool
-) -> int:
-    """Choose ``k`` or ``k + 1`` for the magnitude ``k + f`` (``0 <= f < 1``) under ``mode``;
-    ``odd`` says whether k's code ends in 1."""
-    if f == 0:
-        return k
-    if mode is RoundingMode.NEAREST_EVEN:
-        return k + 1 if f > Fraction(1, 2) or (f == Fraction(1, 2) and odd) else k
-    if mode is RoundingMode.NEAREST_AWAY:
-        return k + 1 if f >= Fraction(1, 2) else k
-    if mode is RoundingMode.TOWARD_ZERO:
-        return k
-    if mode is RoundingMode.UP:
-        return k if negative else k + 1
-    if mode is RoundingMode.DOWN:
-        return k + 1 if negative else k
-    if mode is RoundingMode.ODD:
-        return k if odd else k + 1
-    if u is None or not 0 <= u < 1:
-        raise ValueError(f"stochastic rounding needs a uniform draw u in [0, 1), got {u!r}")
-    return k + 1 if Fraction(u) < f else k
-
-
 def overflow_value(fmt: Format, policy: str, negative: bool) -> float:
-    """What a too-large magnitude becomes under an overflow policy."""
+    """What a too-large magnitude becomes under an overflow policy (NaN keeps the sign)."""
     sign = -1.0 if negative else 1.0
     if policy == "inf":
         return sign * math.inf
     if policy == "saturate":
         return sign * fmt.max
-    return math.nan
+    return math.copysign(math.nan, sign)
 
 
 def signed_zero(fmt: Format, negative: bool) -> float:
     """Zero with the input's sign; formats without -0 (fnuz) give +0."""
     return -0.0 if negative and fmt.has_negative_zero else 0.0
+
+
+class Outcome(Enum):
+    """Where the rounding ended."""
+
+    NAN = "NaN input: stays NaN, with its sign"
+    INFINITY = "inf input: kept, or mapped by the overflow policy"
+    ZERO = "zero input: kept with its sign (+0 without -0)"
+    IN_RANGE = "the picked grid point is a value of the format"
+    CLAMPED = "past max, but the mode rounds toward zero here: clamps to max"
+    OVERFLOW = "past max: the overflow policy decides"
+    UNDERFLOW = "rounded to zero"
+    FLUSHED = "below smallest_normal with subnormals off: flushed to zero"
+
+
+@dataclass(frozen=True, slots=True)
+class RoundingTrace:
+    """Every step of rounding one number (see ``trace``). Finite non-zero inputs fill ``exact``
+    (the input as a Fraction), ``e = floor(log2|x|)``, the spacing exponent ``q``, and
+    ``|x| / 2^q = k + f``; ``why`` is the mode's reason for ``k`` or ``k + 1``."""
+
+    fmt: Format
+    mode: RoundingMode
+    subnormals: bool
+    policy: str  # the overflow policy in force
+    negative: bool  # the input's sign bit
+    outcome: Outcome
+    result: float
+    exact: Fraction | None = None
+    e: int = 0
+    q: int = 0
+    k: int = 0
+    f: Fraction = Fraction(0)
+    why: Why | None = None
+
+    @property
+    def pick(self) -> int:
+        """The multiple of ``2^q`` the mode chose: ``k`` or ``k + 1``."""
+        return self.k + 1 if self.why is not None and self.why.up else self.k
+
+    @property
+    def magnitude(self) -> Fraction:
+        """``pick * 2^q``, before the range checks."""
+        return self.pick * Fraction(2) ** self.q
+
+    @property
+    def odd(self) -> bool:
+        """Whether the code of ``k * 2^q`` ends in 1 (the parity ties and "odd" look at)."""
+        return code_is_odd(self.k, self.q, self.fmt)
+
+    @property
+    def guard(self) -> int:
+        """The first bit of ``f`` (worth half an ulp)."""
+        return int(self.f * 2)
+
+    @property
+    def round_bit(self) -> int:
+        """The second bit of ``f``."""
+        return int(self.f * 4) % 2
+
+    @property
+    def sticky(self) -> int:
+        """The OR of every bit of ``f`` after the round bit."""
+        return int((self.f * 4) % 1 != 0)
+
+    @property
+    def carries(self) -> bool:
+        """Whether picking ``k + 1`` carried out of the significand into the next binade (or out
+        of the subnormals into the smallest normal)."""
+        if self.pick != self.k + 1:
+            return False
+        if self.e >= self.fmt.emin or not self.subnormals:
+            return self.pick == 2 ** (self.fmt.mantissa_bits + 1)
+        return self.pick == 2**self.fmt.mantissa_bits
+
+
+def trace(
+    x: float,
+    fmt: Format | str,
+    mode: str | RoundingMode = "nearest_even",
+    *,
+    subnormals: bool | None = None,
+    overflow: str | None = None,
+    u: Draw = None,
+) -> RoundingTrace:
+    """Round one number to ``fmt`` exactly, recording each step (the module docstring's 1-4).
+
+    ``x`` is taken at its exact value (a float64 is not rounded to float32 first). ``u`` is the
+    uniform draw in [0, 1) that stochastic rounding compares with ``f`` (a Fraction is allowed).
+
+    >>> t = trace(1e-5, "fp16")
+    >>> t.q, t.k, (t.guard, t.round_bit, t.sticky), t.why, t.result
+    (-24, 167, (1, 1, 1), <Why.ABOVE_HALF: ('f > 1/2', True)>, 1.0013580322265625e-05)
+    """
+    fmt = get_format(fmt)
+    mode = get_mode(mode)
+    subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
+    policy = resolve_overflow(fmt, overflow)
+    x = float(x)
+    negative = math.copysign(1.0, x) < 0
+    ended = partial(RoundingTrace, fmt, mode, subnormals, policy, negative)
+    if math.isnan(x):
+        return ended(Outcome.NAN, x)
+    if math.isinf(x):
+        return ended(Outcome.INFINITY, x if fmt.inf else overflow_value(fmt, policy, negative))
+    if x == 0:
+        return ended(Outcome.ZERO, signed_zero(fmt, negative))
+
+    exact = Fraction(x)
+    v = abs(exact)
+    e = floor_log2(v)
+    q = (max(e, fmt.emin) if subnormals else e) - fmt.mantissa_bits
+    scaled = v / Fraction(2) ** q
+    k = math.floor(scaled)
+    f = scaled - k
+    rule = mode_rule(mode)
+    why = rule.decide(f, negative, code_is_odd(k, q, fmt), u) if f else Why.EXACT
+    magnitude = (k + why.up) * Fraction(2) ** q
+    rounded = partial(ended, exact=exact, e=e, q=q, k=k, f=f, why=why)
+
+    if magnitude > fmt.max_exact:
+        if rule.toward_zero(negative):
+            return rounded(Outcome.CLAMPED, -fmt.max if negative else fmt.max)
+        return rounded(Outcome.OVERFLOW, overflow_value(fmt, policy, negative))
+    if magnitude == 0:
+        return rounded(Outcome.UNDERFLOW, signed_zero(fmt, negative))
+    if not subnormals and magnitude < Fraction(2) ** fmt.emin:
+        return rounded(Outcome.FLUSHED, signed_zero(fmt, negative))
+    return rounded(Outcome.IN_RANGE, float(-magnitude if negative else magnitude))
 
 
 def round_scalar(
@@ -146,44 +353,19 @@ def round_scalar(
     *,
     subnormals: bool | None = None,
     overflow: str | None = None,
-    u: float | None = None,
+    u: Draw = None,
 ) -> float:
     """Round one number to ``fmt`` exactly; the specification that ``fpsim.round`` must equal.
 
     ``x`` is taken at its exact value (a float64 is not rounded to float32 first).
     ``u`` is the uniform draw in [0, 1) that stochastic rounding compares with the fraction.
+    The steps are those of ``trace``; a NaN result keeps the input's sign.
 
     >>> round_scalar(65519.99, "fp16"), round_scalar(65520.0, "fp16")
     (65504.0, inf)
     >>> round_scalar(1 + 2**-8 + 2**-40, "bf16")
     1.0078125
+    >>> round_scalar(-500.0, "e4m3fn")
+    nan
     """
-    fmt = get_format(fmt)
-    mode = get_mode(mode)
-    subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
-    policy = resolve_overflow(fmt, overflow)
-    x = float(x)
-    negative = math.copysign(1.0, x) < 0
-    if math.isnan(x):
-        return math.nan
-    if math.isinf(x):
-        return (-math.inf if negative else math.inf) if fmt.inf else overflow_value(
-            fmt, policy, negative
-        )
-    if x == 0:
-        return signed_zero(fmt, negative)
-
-    v = abs(Fraction(x))
-    q = quantum_exponent(v, fmt, subnormals)
-    scaled = v / Fraction(2) ** q
-    k = math.floor(scaled)
-    odd = code_is_odd(k, q, fmt)
-    magnitude = round_integer(k, scaled - k, mode, negative, u, odd) * Fraction(2) ** q
-
-    if magnitude > fmt.max_exact:
-        if rounds_toward_zero(mode, negative):
-            return -fmt.max if negative else fmt.max
-        return overflow_value(fmt, policy, negative)
-    if magnitude == 0 or (not subnormals and magnitude < Fraction(2) ** fmt.emin):
-        return signed_zero(fmt, negative)
-    return float(-magnitude if negative else magnitude)
+    return trace(x, fmt, mode, subnormals=subnormals, overflow=overflow, u=u).result
