@@ -9,12 +9,14 @@ only (flush-to-zero rounds at unbounded precision and is checked against round_s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from fpsim import Format
+from fpsim import Format, RoundingMode
 
 
 def decode(fmt: Format, code: int) -> float:
@@ -47,8 +49,45 @@ def positive_table(fmt: Format) -> tuple[np.ndarray, np.ndarray]:
     return vals[order], lsb[order]
 
 
-def table_round(x: np.ndarray, fmt: Format, mode: str, overflow: str | None = None) -> np.ndarray:
-    """Round float32/float64 x to fmt in a deterministic mode, by table look-up (float64 out)."""
+class Between(NamedTuple):
+    """Where |x| lies: lo <= a < hi, consecutive (non-negative) values, with lo's mantissa lsb."""
+
+    a: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    lo_odd: np.ndarray
+    neg: np.ndarray
+    u: np.ndarray | None
+
+
+def _stochastic_up(b: Between) -> np.ndarray:
+    if b.u is None:
+        raise ValueError("the table oracle needs the draws u for stochastic rounding")
+    # a - lo is exact (Sterbenz, or lo == 0) and hi - lo a power of two: the fraction is exact
+    return b.u < (b.a - b.lo) / (b.hi - b.lo)
+
+
+# each mode: (takes the upper neighbour hi?, rounds toward zero for this sign?) on inexact input
+RULES: dict[RoundingMode, tuple[Callable[[Between], np.ndarray], Callable[[np.ndarray], Any]]] = {
+    RoundingMode.NEAREST_EVEN: (
+        lambda b: (b.a > (b.lo + b.hi) / 2) | ((b.a == (b.lo + b.hi) / 2) & b.lo_odd),
+        lambda neg: False),
+    RoundingMode.NEAREST_AWAY: (lambda b: b.a >= (b.lo + b.hi) / 2, lambda neg: False),
+    RoundingMode.TOWARD_ZERO: (lambda b: np.zeros_like(b.neg), lambda neg: True),
+    RoundingMode.UP: (lambda b: ~b.neg, lambda neg: neg),
+    RoundingMode.DOWN: (lambda b: b.neg, lambda neg: ~neg),
+    RoundingMode.ODD: (lambda b: ~b.lo_odd, lambda neg: False),
+    RoundingMode.STOCHASTIC: (_stochastic_up, lambda neg: False),
+}
+
+
+def table_round(
+    x: np.ndarray, fmt: Format, mode: str, overflow: str | None = None,
+    u: np.ndarray | None = None,
+) -> np.ndarray:
+    """Round float32/float64 x to fmt by table look-up (float64 out); stochastic rounding takes
+    the draws ``u`` (one per element, in [0, 1)) and goes up where ``u < f``."""
+    takes_hi, toward_zero_for = RULES[RoundingMode(mode)]
     vals, lsb = positive_table(fmt)
     policy = overflow or fmt.overflow
     ulp_max = 2.0 ** (fmt.emax - fmt.mantissa_bits)
@@ -63,40 +102,27 @@ def table_round(x: np.ndarray, fmt: Format, mode: str, overflow: str | None = No
     exact = vals[np.minimum(hi_i, len(vals) - 1)] == a_c
     lo_i = np.where(exact, hi_i, hi_i - 1)
     lo, hi = vals[lo_i], vals[hi_i]
-    mid = (lo + hi) / 2
-    if mode == "nearest_even":
-        up = (a_c > mid) | ((a_c == mid) & (lsb[lo_i] == 1))
-    elif mode == "nearest_away":
-        up = a_c >= mid
-    elif mode == "toward_zero":
-        up = np.zeros_like(exact)
-    elif mode == "up":
-        up = ~neg
-    elif mode == "down":
-        up = neg
-    elif mode == "odd":
-        up = lsb[lo_i] == 0
-    else:
-        raise ValueError(mode)
+    draws = None if u is None else np.broadcast_to(np.asarray(u, np.float64), x.shape)
+    with np.errstate(invalid="ignore"):  # exact points (lo == hi) are masked out below
+        up = takes_hi(Between(a_c, lo, hi, lsb[lo_i] == 1, neg, draws))
     up = up & ~exact & (a <= vals[-1])
     mag = np.where(up, hi, lo)
     beyond = a > vals[-1]  # above the virtual neighbour: truncation lands there or above
     mag = np.where(beyond, vals[-1], mag)
     over = mag > fmt.max
-    toward_zero = (mode == "toward_zero") | ((mode == "down") & ~neg) | ((mode == "up") & neg)
-    clamp = over & (toward_zero | (policy == "saturate"))
+    clamp = over & (toward_zero_for(neg) | (policy == "saturate"))
     out = np.where(clamp, fmt.max, mag)
     out = np.where(over & ~clamp, np.inf if policy == "inf" else np.nan, out)
     out = np.where(neg, -out, out)
     if not fmt.has_negative_zero:
         out = np.where(out == 0, 0.0, out)
-    # specials
-    out = np.where(np.isnan(x), np.nan, out)
+    # specials (NaN keeps its sign, as fpsim.round and ml_dtypes keep it in the carrier)
+    out = np.where(np.isnan(x), x, out)
     if fmt.inf:
         out = np.where(np.isinf(x), x, out)
     else:
         sat = np.where(neg, -fmt.max, fmt.max)
-        out = np.where(np.isinf(x), sat if policy == "saturate" else np.nan, out)
+        out = np.where(np.isinf(x), sat if policy == "saturate" else np.copysign(np.nan, x), out)
     return out
 
 

@@ -240,3 +240,19 @@ def test_explanation_result_equals_round_scalar_for_any_float64_and_format(fmt, 
     # the specification; fpsim.round equals it (tests/test_rounding_*), and is compared with
     # explanation directly above for catalog, flush-to-zero and M = 0 formats
     assert same(explanation(x, fmt, mode).result, fpsim.round_scalar(x, fmt, mode))
+
+
+def test_explain_states_the_mode_rule_in_one_line_from_the_spec_table():
+    from fpsim.rounding import MODE_RULES
+    text = explain(1e-5, "fp16", "odd")
+    assert line(text, "rule:") == f"rule:       odd: {MODE_RULES[fpsim.RoundingMode.ODD].math}"
+    assert "k if k is odd, else k + 1" in line(text, "rule:")
+
+
+def test_explain_negative_overflow_to_nan_shows_the_negative_nan_code_as_ml_dtypes():
+    e4m3fn = ml_dtypes.float8_e4m3fn
+    code = int(np.float32(-465).astype(e4m3fn).view(np.uint8))
+    assert code == 0xFF
+    text = explain(-465.0, "e4m3fn")
+    assert line(text, "  bits:") == f"  bits:     1 1111 111 (0x{code:02x})"
+    assert np.signbit(explanation(-465.0, "e4m3fn").result)
