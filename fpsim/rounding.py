@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import Enum
 from fractions import Fraction
 from functools import partial
@@ -291,8 +292,29 @@ class RoundingTrace:
         return self.pick == 2**self.fmt.mantissa_bits
 
 
+Real = float | int | Fraction | Decimal | str  # what trace and round_scalar take at its exact value
+
+
+def exact_value(x: Real) -> float | Fraction:
+    """``x`` at its exact value: a float (numpy's too) as it is, NaN, inf and -0 included; an
+    int, Fraction, Decimal or decimal string as the exact non-zero Fraction it denotes, or as a
+    float when it is zero, NaN or infinite (so ``"1e400"`` is exactly 10^400, not inf)."""
+    if isinstance(x, float):
+        return x
+    if isinstance(x, (Decimal, str)):
+        try:
+            x = Decimal(x.strip() if isinstance(x, str) else x)
+        except ArithmeticError:
+            raise ValueError(f"x must be a number, got {x!r}") from None
+        if not x.is_finite():
+            return float(x)
+    if isinstance(x, (int, Fraction, Decimal)):
+        return Fraction(x) if x != 0 else float(x)
+    return float(x)
+
+
 def trace(
-    x: float,
+    x: Real,
     fmt: Format | str,
     mode: str | RoundingMode = "nearest_even",
     *,
@@ -302,8 +324,10 @@ def trace(
 ) -> RoundingTrace:
     """Round one number to ``fmt`` exactly, recording each step (the module docstring's 1-4).
 
-    ``x`` is taken at its exact value (a float64 is not rounded to float32 first). ``u`` is the
-    uniform draw in [0, 1) that stochastic rounding compares with ``f`` (a Fraction is allowed).
+    ``x`` is taken at its exact value (a float64 is not rounded to float32 first; an int,
+    Fraction, Decimal or decimal string is not rounded to float64 first: see ``exact_value``).
+    ``u`` is the uniform draw in [0, 1) that stochastic rounding compares with ``f`` (a Fraction
+    is allowed).
 
     >>> t = trace(1e-5, "fp16")
     >>> t.q, t.k, (t.guard, t.round_bit, t.sticky), t.why, t.result
@@ -313,17 +337,19 @@ def trace(
     mode = get_mode(mode)
     subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
     policy = resolve_overflow(fmt, overflow)
-    x = float(x)
-    negative = math.copysign(1.0, x) < 0
+    value = exact_value(x)
+    negative = value < 0 if isinstance(value, Fraction) else math.copysign(1.0, value) < 0
     ended = partial(RoundingTrace, fmt, mode, subnormals, policy, negative)
-    if math.isnan(x):
-        return ended(Outcome.NAN, x)
-    if math.isinf(x):
-        return ended(Outcome.INFINITY, x if fmt.inf else overflow_value(fmt, policy, negative))
-    if x == 0:
-        return ended(Outcome.ZERO, signed_zero(fmt, negative))
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ended(Outcome.NAN, value)
+        if math.isinf(value):
+            return ended(Outcome.INFINITY, value if fmt.inf else overflow_value(fmt, policy,
+                                                                                negative))
+        if value == 0:
+            return ended(Outcome.ZERO, signed_zero(fmt, negative))
 
-    exact = Fraction(x)
+    exact = Fraction(value)
     v = abs(exact)
     e = floor_log2(v)
     q = (max(e, fmt.emin) if subnormals else e) - fmt.mantissa_bits
@@ -347,7 +373,7 @@ def trace(
 
 
 def round_scalar(
-    x: float,
+    x: Real,
     fmt: Format | str,
     mode: str | RoundingMode = "nearest_even",
     *,
@@ -357,15 +383,16 @@ def round_scalar(
 ) -> float:
     """Round one number to ``fmt`` exactly; the specification that ``fpsim.round`` must equal.
 
-    ``x`` is taken at its exact value (a float64 is not rounded to float32 first).
-    ``u`` is the uniform draw in [0, 1) that stochastic rounding compares with the fraction.
-    The steps are those of ``trace``; a NaN result keeps the input's sign.
+    ``x`` is taken at its exact value (a float64 is not rounded to float32 first; an int,
+    Fraction, Decimal or decimal string not to float64). ``u`` is the uniform draw in [0, 1)
+    that stochastic rounding compares with the fraction. The steps are those of ``trace``; a NaN
+    result keeps the input's sign.
 
     >>> round_scalar(65519.99, "fp16"), round_scalar(65520.0, "fp16")
     (65504.0, inf)
     >>> round_scalar(1 + 2**-8 + 2**-40, "bf16")
     1.0078125
-    >>> round_scalar(-500.0, "e4m3fn")
-    nan
+    >>> round_scalar(-500.0, "e4m3fn"), round_scalar("1e400", "fp16")
+    (nan, inf)
     """
     return trace(x, fmt, mode, subnormals=subnormals, overflow=overflow, u=u).result

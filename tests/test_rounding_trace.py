@@ -8,6 +8,7 @@ for the neighbours; numpy float16 for the fp16 outcomes; ml_dtypes and fpsim.rou
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from fractions import Fraction
 
 import ml_dtypes
@@ -119,3 +120,30 @@ def test_overflow_to_nan_keeps_the_sign_as_ml_dtypes_does():
         ours = round_scalar(x, "e4m3fn")
         assert np.isnan(theirs) and math.isnan(ours)
         assert np.signbit(theirs) == np.signbit(ours) == (x < 0)
+
+
+# --- exact inputs: ints, Fractions, Decimals and decimal strings are not rounded to float64 first
+def test_exact_inputs_round_once_without_passing_through_float64():
+    above_tie = Fraction(1) + Fraction(1, 2**11) + Fraction(1, 2**60)  # just above a fp16 tie
+    assert float(above_tie) == 1 + 2**-11  # float64 rounds it onto the tie (then to even: 1.0)
+    assert round_scalar(float(above_tie), "fp16") == 1.0
+    assert round_scalar(above_tie, "fp16") == 1 + 2**-10  # more than half an ulp: up
+    assert round_scalar(Decimal(above_tie.numerator) / Decimal(above_tie.denominator),
+                        "fp16") == 1 + 2**-10  # Decimal division is exact here (dyadic)
+
+
+@pytest.mark.parametrize(("x", "want"), [
+    (10**400, math.inf), (-(10**400), -math.inf), ("1e400", math.inf), ("-1e-400", -0.0),
+    (Decimal("-0"), -0.0), (0, 0.0), ("nan", math.nan), (" -inf ", -math.inf),
+    (Fraction(-1, 10**500), -0.0), (Fraction(1, 3), float(np.float16(1 / 3))),
+    ("0.1", float(np.float16(0.1))),
+])
+def test_exact_inputs_round_by_their_exact_value_even_beyond_float64_range(x, want):
+    got = round_scalar(x, "fp16")
+    assert (got == want or (math.isnan(got) and math.isnan(want)))
+    assert math.copysign(1, got) == math.copysign(1, want)
+
+
+def test_a_string_that_is_not_a_number_is_a_clear_error():
+    with pytest.raises(ValueError, match="x must be a number, got 'abc'"):
+        round_scalar("abc", "fp16")
