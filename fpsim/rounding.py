@@ -292,10 +292,11 @@ class RoundingTrace:
         return self.pick == 2**self.fmt.mantissa_bits
 
 
-Real = float | int | Fraction | Decimal | str  # what trace and round_scalar take at its exact value
+# what trace and round_scalar take, each at its exact value
+ScalarInput = float | int | Fraction | Decimal | str
 
 
-def exact_value(x: Real) -> float | Fraction:
+def exact_value(x: ScalarInput) -> float | Fraction:
     """``x`` at its exact value: a float (numpy's too) as it is, NaN, inf and -0 included; an
     int, Fraction, Decimal or decimal string as the exact non-zero Fraction it denotes, or as a
     float when it is zero, NaN or infinite (so ``"1e400"`` is exactly 10^400, not inf)."""
@@ -314,7 +315,7 @@ def exact_value(x: Real) -> float | Fraction:
 
 
 def trace(
-    x: Real,
+    x: ScalarInput,
     fmt: Format | str,
     mode: str | RoundingMode = "nearest_even",
     *,
@@ -373,7 +374,7 @@ def trace(
 
 
 def round_scalar(
-    x: Real,
+    x: ScalarInput,
     fmt: Format | str,
     mode: str | RoundingMode = "nearest_even",
     *,
