@@ -24,6 +24,7 @@ import math
 from enum import Enum
 from fractions import Fraction
 
+from fpsim._names import unknown_name
 from fpsim.catalog import get_format
 from fpsim.formats import OVERFLOW_KINDS, Format
 
@@ -56,7 +57,7 @@ def get_mode(mode: str | RoundingMode) -> RoundingMode:
         for m in RoundingMode:
             if key == m.value:
                 return m
-    raise ValueError(f"unknown rounding mode {mode!r}; known modes: {', '.join(MODE_NAMES)}")
+    raise ValueError(unknown_name("rounding mode", mode, MODE_NAMES, "known modes"))
 
 
 def resolve_overflow(fmt: Format, overflow: str | None) -> str:
