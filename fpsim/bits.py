@@ -10,6 +10,8 @@ A code of a format with E exponent bits and M mantissa bits is laid out ``S|E..E
 
 All work is exact numpy arithmetic on float64 (``frexp``/``ldexp``, integers below 2^24), so
 every function is vectorized; results come back as numpy arrays (numpy scalars for scalars).
+The array paths work in chunks of ``_CHUNK`` elements, so their float64/int64 temporaries
+stay a few megabytes: besides the result, memory stays within 2x of the input.
 
 Decisions (the contract where DESIGN.md is silent):
 
@@ -35,16 +37,24 @@ Decisions (the contract where DESIGN.md is silent):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
 
+from fpsim import _validate
 from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.quantize import as_float_array
 from fpsim.quantize import round as _round
 
 CLASSES = ("zero", "subnormal", "normal", "inf", "nan")
+_CHUNK = 1 << 16  # elements per pass of the array paths (temporaries of ~0.5 MB per array)
+
+
+def _chunks(n: int) -> Iterator[slice]:
+    for start in range(0, n, _CHUNK):
+        yield slice(start, min(start + _CHUNK, n))
 
 
 # --- layout helpers --------------------------------------------------------------------------
@@ -100,20 +110,23 @@ def nan_code(fmt: Format, negative: bool = False) -> int | None:
 
 
 def _as_codes(codes: object, fmt: Format) -> np.ndarray:
+    """The codes as an integer array (not widened), checked to lie in 0 .. 2^bits - 1."""
+    _validate.check_not_masked("codes", codes)
     arr = np.asarray(codes)
     if arr.dtype == object or arr.dtype.kind not in "biu" or arr.dtype.kind == "b":
         raise TypeError(
             f"codes must be integers (an integer numpy array or Python ints), got dtype {arr.dtype}"
         )
-    wide = arr.astype(np.int64)
-    bad = (wide < 0) | (wide >= (1 << fmt.bits))
-    if bad.any():
-        first = int(wide[bad].flat[0])
-        raise ValueError(
-            f"code {first} is out of range for {fmt.name}: codes are 0..{(1 << fmt.bits) - 1} "
-            f"({fmt.bits} bits)"
-        )
-    return wide
+    top = (1 << fmt.bits) - 1
+    if np.iinfo(arr.dtype).max > top or np.iinfo(arr.dtype).min < 0:
+        bad = (arr < 0) | (arr > top)
+        if bad.any():
+            first = int(arr[bad].flat[0])
+            raise ValueError(
+                f"code {first} is out of range for {fmt.name}: codes are 0..{top} "
+                f"({fmt.bits} bits)"
+            )
+    return arr
 
 
 def _scalar_or_array(arr: np.ndarray) -> np.ndarray:
@@ -144,7 +157,12 @@ def from_bits(codes: object, fmt: Format | str) -> np.ndarray:
           dtype=float32)
     """
     fmt = get_format(fmt)
-    return _scalar_or_array(_decode(_as_codes(codes, fmt), fmt).astype(np.float32))
+    arr = _as_codes(codes, fmt)
+    flat = arr.reshape(-1)
+    out = np.empty(flat.size, dtype=np.float32)
+    for part in _chunks(flat.size):
+        out[part] = _decode(flat[part].astype(np.int64), fmt)
+    return _scalar_or_array(out.reshape(arr.shape))
 
 
 def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
@@ -209,11 +227,21 @@ def to_bits(x: object, fmt: Format | str) -> np.ndarray:
     array([15360, 49152, 31743], dtype=uint16)
     """
     fmt = get_format(fmt)
-    arr = as_float_array(x).astype(np.float64)
-    codes, ok = _encode(arr, fmt)
-    if not ok.all():
-        raise _not_representable(float(arr[~ok].flat[0]), fmt)
-    return _scalar_or_array(codes.astype(code_dtype(fmt)))
+    return _scalar_or_array(_codes(x, fmt))
+
+
+def _codes(x: object, fmt: Format) -> np.ndarray:
+    """to_bits as an array (0-d for scalars), encoded chunk by chunk."""
+    arr = as_float_array(x)
+    flat = arr.reshape(-1)
+    out = np.empty(flat.size, dtype=code_dtype(fmt))
+    for part in _chunks(flat.size):
+        values = flat[part].astype(np.float64)
+        codes, ok = _encode(values, fmt)
+        if not ok.all():
+            raise _not_representable(float(values[~ok][0]), fmt)
+        out[part] = codes
+    return out.reshape(arr.shape)
 
 
 # --- fields and classes ----------------------------------------------------------------------
@@ -250,9 +278,12 @@ def classify(x: object, fmt: Format | str) -> np.ndarray:
     array(['zero', 'subnormal', 'normal', 'inf'], dtype='<U9')
     """
     fmt = get_format(fmt)
-    codes = np.asarray(to_bits(x, fmt)).astype(np.int64)
-    out = _classes(codes, fmt)
-    return str(out) if out.ndim == 0 else out
+    codes = _codes(x, fmt)
+    flat = codes.reshape(-1)
+    out = np.empty(flat.size, dtype=f"<U{max(map(len, CLASSES))}")
+    for part in _chunks(flat.size):
+        out[part] = _classes(flat[part].astype(np.int64), fmt)
+    return str(out[0]) if codes.ndim == 0 else out.reshape(codes.shape)
 
 
 def decompose(x: object, fmt: Format | str) -> Decomposed:
@@ -264,21 +295,28 @@ def decompose(x: object, fmt: Format | str) -> Decomposed:
     Decomposed(sign=0, exponent=-14, significand=0.1640625, cls='subnormal')
     """
     fmt = get_format(fmt)
-    codes = np.asarray(to_bits(x, fmt)).astype(np.int64)
+    codes = _codes(x, fmt)
+    if codes.ndim == 0:
+        sign, exponent, significand, cls = _decompose(codes.astype(np.int64), fmt)
+        return Decomposed(int(sign), int(exponent), float(significand), str(cls))
+    flat = codes.reshape(-1)
+    outs = (np.empty(flat.size, np.uint8), np.empty(flat.size, np.int32),
+            np.empty(flat.size, np.float64), np.empty(flat.size, f"<U{max(map(len, CLASSES))}"))
+    for part in _chunks(flat.size):
+        for out, value in zip(outs, _decompose(flat[part].astype(np.int64), fmt), strict=True):
+            out[part] = value
+    return Decomposed(*(out.reshape(codes.shape) for out in outs))
+
+
+def _decompose(codes: np.ndarray, fmt: Format) -> tuple[np.ndarray, ...]:
     sign, e, m = _fields(codes, fmt)
     frac = np.ldexp(m.astype(np.float64), -fmt.mantissa_bits)
     significand = np.where(e == 0, frac, 1.0 + frac)
     exponent = np.where(e == 0, fmt.emin, e - fmt.bias)
     is_nan, is_inf = _special_masks(codes, fmt)
-    special = is_nan | is_inf
     significand = np.where(is_inf, np.inf, np.where(is_nan, np.nan, significand))
-    exponent = np.where(special, 0, exponent)
-    cls = _classes(codes, fmt)
-    if codes.ndim == 0:
-        return Decomposed(int(sign), int(exponent), float(significand), str(cls))
-    return Decomposed(
-        sign.astype(np.uint8), exponent.astype(np.int32), significand.astype(np.float64), cls
-    )
+    exponent = np.where(is_nan | is_inf, 0, exponent)
+    return sign, exponent, significand, _classes(codes, fmt)
 
 
 # --- the grid --------------------------------------------------------------------------------

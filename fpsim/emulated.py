@@ -165,9 +165,20 @@ class EmulatedArray(NDArrayOperatorsMixin):
         return self._data.copy()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        if dtype is None:
-            return self._data.copy() if copy else self._data
-        return self._data.astype(dtype)
+        """numpy's view of the values: read-only unless copied, so that writing through
+        ``np.asarray(a)`` cannot put a value outside the format into ``a``. ``copy=True``
+        (``np.array(a)``) gives a writable copy; ``copy=False`` a read-only view, or a
+        ValueError when ``dtype`` needs a conversion (numpy 2's rule)."""
+        if dtype is not None and np.dtype(dtype) != self._data.dtype:
+            if copy is False:
+                raise ValueError(f"cannot view an EmulatedArray as {np.dtype(dtype)} without a "
+                                 "copy (its carrier is float32); use copy=None or True")
+            return self._data.astype(dtype)
+        if copy:
+            return self._data.copy()
+        view = self._data.view()
+        view.flags.writeable = False
+        return view
 
     def item(self) -> float:
         return float(self._data.item())
