@@ -17,9 +17,11 @@ lemma, here for target significands of p <= 24 bits):
   their midpoint (the midpoint is a float64 too) and never on it unless ``v`` is. Every
   deterministic mode (nearest even/away, toward zero, up, down, odd) and the overflow and
   flush-to-zero decisions depend only on that, so they give the same result for both.
-- Below float64's normal range (|v| < 2^-1022) float64's spacing 2^-1074 is still a quarter or
-  less of any format's smallest quantum (>= 2^-149); with flush-to-zero both flush to signed zero.
-  Above float64's max, ``odd(v)`` is +-max(float64) (odd), which overflows every format the same way.
+- Below float64's normal range (|v| < 2^-1022) float64's spacing 2^-1074 is still far finer
+  than any format's smallest quantum (>= 2^-149), so the same argument holds with subnormals;
+  with flush-to-zero, v and odd(v) both lie far below smallest_normal / 2 and flush to zero of
+  v's sign. Above float64's max, odd(v) is +-max(float64) (an odd code), beyond every
+  format's max: both overflow the same way in every mode.
 
 Stochastic rounding draws against the fraction of ``odd(v)``, which differs from ``v``'s by less
 than one float64 ulp, i.e. by less than 2^(M - 52) <= 2^-29 of the format's spacing.
@@ -100,9 +102,11 @@ def to_float64_odd(arr: np.ndarray, name: str) -> np.ndarray:
     """float64 values of an int, uint, longdouble or object (Python numbers) array, rounded to
     odd where inexact (see the module docstring); exact input stays exact."""
     if arr.dtype.kind in "iu" and arr.dtype.itemsize == 8:
-        return _int64_to_odd(arr)
+        with np.errstate(over="ignore"):  # -(-2^63) wraps to 2^63 as uint64, as intended
+            return _int64_to_odd(arr)
     if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
-        return _longdouble_to_odd(arr)
+        with np.errstate(over="ignore"):  # beyond float64's range: handled as too_big
+            return _longdouble_to_odd(arr)
     if arr.dtype == object:
         flat = [_object_to_odd(v, name) for v in arr.reshape(-1)]
         return np.array(flat, dtype=np.float64).reshape(arr.shape)
@@ -140,7 +144,7 @@ def _longdouble_to_odd(arr: np.ndarray) -> np.ndarray:
         x = arr.astype(np.float64)
     finite_in = np.isfinite(arr)
     too_big = finite_in & np.isinf(x)
-    x = np.where(too_big, np.copysign(np.finfo(np.float64).max, arr.astype(np.float64)), x)
+    x = np.where(too_big, np.copysign(np.finfo(np.float64).max, x), x)
     rest = np.where(finite_in & ~too_big, arr - x.astype(arr.dtype), 0)  # exact remainder
     even = (x.view(np.int64) & 1) == 0
     step = finite_in & ~too_big & (rest != 0) & even
@@ -151,16 +155,12 @@ def _longdouble_to_odd(arr: np.ndarray) -> np.ndarray:
 def _object_to_odd(v: object, name: str) -> float:
     if isinstance(v, (bool, np.bool_)):
         return float(v)
-    if isinstance(v, numbers.Integral):
-        v = Fraction(int(v))
+    if isinstance(v, numbers.Integral):  # numpy integers too
+        return fraction_to_odd(Fraction(int(v)))
     if isinstance(v, Fraction):
         return fraction_to_odd(v)
-    if isinstance(v, (float, np.floating)):
-        if isinstance(v, np.floating) and np.dtype(type(v)).itemsize > 8:
-            return float(_longdouble_to_odd(np.asarray(v))[()])
-        return float(v)
-    if isinstance(v, np.integer):
-        return float(_int64_to_odd(np.asarray(v))[()])
+    if isinstance(v, (float, np.floating)):  # a float64 or narrower is exact; longdouble not
+        return fraction_to_odd(Fraction(*v.as_integer_ratio())) if np.isfinite(v) else float(v)
     raise TypeError(f"{name} must be numeric (float, int or bool values); it holds {v!r} "
                     f"(a {type(v).__name__})")
 

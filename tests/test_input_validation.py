@@ -137,7 +137,7 @@ def test_a_name_close_to_nothing_gets_no_suggestion():
     assert "did you mean" not in str(info.value)
 
 
-# --- emulated arrays do not hand out writable views ------------------------------------------------
+# --- emulated arrays do not hand out writable views -------------------------------------------
 def test_asarray_of_an_emulated_array_is_read_only_so_it_cannot_corrupt_it():
     a = fpsim.array([1.0, 2.0], "fp16")
     view = np.asarray(a)
