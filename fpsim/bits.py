@@ -38,7 +38,7 @@ Decisions (the contract where DESIGN.md is silent):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -192,7 +192,7 @@ def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
         codes = np.where(is_inf, np.where(neg, inf_code | _sign_bit(fmt), inf_code), codes)
         ok |= is_inf
     pos_nan, neg_nan = nan_code(fmt), nan_code(fmt, negative=True)
-    if pos_nan is not None:
+    if pos_nan is not None and neg_nan is not None:
         is_nan = np.isnan(x)
         codes = np.where(is_nan, np.where(neg, neg_nan, pos_nan), codes)
         ok |= is_nan
@@ -250,13 +250,14 @@ class Decomposed(NamedTuple):
 
     ``exponent`` is unbiased; zero and subnormals use ``emin`` with significand ``m / 2^M`` in
     [0, 1), normals ``1 + m / 2^M`` in [1, 2). For inf and NaN, exponent is 0 and the
-    significand is inf or NaN. ``cls`` is the ``classify`` string.
+    significand is inf or NaN. ``cls`` is the ``classify`` string. Python scalars (int, int,
+    float, str) for a scalar input, arrays (uint8, int32, float64, str) for an array.
     """
 
-    sign: np.ndarray
-    exponent: np.ndarray
-    significand: np.ndarray
-    cls: np.ndarray
+    sign: Any
+    exponent: Any
+    significand: Any
+    cls: Any
 
 
 def _classes(codes: np.ndarray, fmt: Format) -> np.ndarray:
@@ -267,7 +268,7 @@ def _classes(codes: np.ndarray, fmt: Format) -> np.ndarray:
     return np.asarray(CLASSES)[kind]
 
 
-def classify(x: object, fmt: Format | str) -> np.ndarray:
+def classify(x: object, fmt: Format | str) -> np.ndarray | str:
     """"zero", "subnormal", "normal", "inf" or "nan" for each value of ``fmt`` in ``x``.
 
     Read from the fields of the code (exponent field 0: zero or subnormal). A string for a
@@ -300,7 +301,7 @@ def decompose(x: object, fmt: Format | str) -> Decomposed:
         sign, exponent, significand, cls = _decompose(codes.astype(np.int64), fmt)
         return Decomposed(int(sign), int(exponent), float(significand), str(cls))
     flat = codes.reshape(-1)
-    outs = (np.empty(flat.size, np.uint8), np.empty(flat.size, np.int32),
+    outs: tuple[np.ndarray, ...] = (np.empty(flat.size, np.uint8), np.empty(flat.size, np.int32),
             np.empty(flat.size, np.float64), np.empty(flat.size, f"<U{max(map(len, CLASSES))}"))
     for part in _chunks(flat.size):
         for out, value in zip(outs, _decompose(flat[part].astype(np.int64), fmt), strict=True):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 NAN_KINDS = ("ieee", "fn", "fnuz", "none")
 OVERFLOW_KINDS = ("inf", "saturate", "nan")
@@ -48,7 +49,8 @@ class Format:
     name: str
     exponent_bits: int
     mantissa_bits: int
-    bias: int | None = field(default=None, kw_only=True)
+    # None means the IEEE default 2^(E-1) - 1; __post_init__ sets it, so it is an int after
+    bias: int = field(default=None, kw_only=True)  # type: ignore[assignment]
     subnormals: bool = field(default=True, kw_only=True)
     inf: bool = field(default=True, kw_only=True)
     nan: str = field(default="ieee", kw_only=True)
@@ -189,7 +191,7 @@ class Format:
     def has_nan(self) -> bool:
         return self.nan != "none"
 
-    def replace(self, **changes: object) -> Format:
+    def replace(self, **changes: Any) -> Format:
         """A copy with some fields changed (dataclasses.replace), validated again."""
         from dataclasses import replace
 
