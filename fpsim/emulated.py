@@ -19,9 +19,9 @@ Operands. A Python number or a plain array is first rounded to the EmulatedArray
 cast would (numpy calls such operands "weak"): ``fpsim.array(1, "fp16") + 1e-4`` adds fp16's
 1.0002441. Only an integer exponent given to ``np.ldexp`` is used as is.
 
-Promotion of two formats: the result takes the format whose value set contains the other's (every
-finite value, inf and NaN if the other has them); ``fp16 + fp32`` is fp32, ``fp16 + e5m2`` is
-fp16. A mix where neither contains the other (``fp16 + bf16``: more precision vs more range)
+Promotion of two formats: the result takes the format whose value set contains the other's
+(``Format.contains``: every finite value, inf and NaN if the other has them); ``fp16 + fp32``
+is fp32, ``fp16 + e5m2`` is fp16. A mix where neither contains the other (``fp16 + bf16``: more precision vs more range)
 raises ``TypeError``: cast one side with ``.astype(...)``.
 
 >>> fpsim.array(256, "fp16") ** 2
@@ -47,31 +47,15 @@ from fpsim.quantize import round_array as _round
 FormatLike = Format | str
 
 
-# --- promotion -------------------------------------------------------------------------------
-def contains(a: Format, b: Format) -> bool:
-    """True when every value of ``b`` (finite values, and inf / NaN if b has them) is one of ``a``.
-
-    Every finite value of b has at most b.precision significant bits, its last bit no lower than
-    2^(b.emin - b.M), and magnitude at most b.max; a holds all of them when it has at least as
-    many mantissa bits, reaches as low (with subnormals; without them its smallest normal must
-    not exceed b's smallest positive value) and as high.
-    """
-    if (b.inf and not a.inf) or (b.has_nan and not a.has_nan):
-        return False
-    if a.mantissa_bits < b.mantissa_bits or b.max > a.max:
-        return False
-    if a.subnormals:
-        return b.emin - b.mantissa_bits >= a.emin - a.mantissa_bits
-    return b.smallest_subnormal >= a.smallest_normal
-
-
+# --- promotion (fpsim's policy over Format.contains, the one containment rule) ---------------
 def promote(*formats: Format) -> Format:
-    """The format of an operation on operands of these formats (see the module docstring)."""
+    """The format of an operation on operands of these formats: the one that contains the
+    others (``Format.contains``); a TypeError when neither of two contains the other."""
     result = formats[0]
     for f in formats[1:]:
-        if contains(result, f):
+        if result.contains(f):
             continue
-        if contains(f, result):
+        if f.contains(result):
             result = f
             continue
         raise TypeError(
