@@ -37,10 +37,11 @@ Decisions (the contract where DESIGN.md is silent):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from fpsim import _validate
 from fpsim.catalog import get_format
@@ -52,9 +53,24 @@ CLASSES = ("zero", "subnormal", "normal", "inf", "nan")
 _CHUNK = 1 << 16  # elements per pass of the array paths (temporaries of ~0.5 MB per array)
 
 
+_CLASS_DTYPE = f"<U{max(map(len, CLASSES))}"
+
+
 def _chunks(n: int) -> Iterator[slice]:
     for start in range(0, n, _CHUNK):
         yield slice(start, min(start + _CHUNK, n))
+
+
+def _map_codes(codes: np.ndarray, fn: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+               dtypes: tuple[DTypeLike, ...]) -> tuple[np.ndarray, ...]:
+    """``fn`` applied to int64 chunks of ``codes``; its outputs gathered into arrays of
+    ``dtypes`` shaped like ``codes``."""
+    flat = codes.reshape(-1)
+    outs = tuple(np.empty(flat.size, dtype) for dtype in dtypes)
+    for part in _chunks(flat.size):
+        for out, value in zip(outs, fn(flat[part].astype(np.int64)), strict=True):
+            out[part] = value
+    return tuple(out.reshape(codes.shape) for out in outs)
 
 
 # --- layout helpers --------------------------------------------------------------------------
@@ -157,12 +173,8 @@ def from_bits(codes: object, fmt: Format | str) -> np.ndarray:
           dtype=float32)
     """
     fmt = get_format(fmt)
-    arr = _as_codes(codes, fmt)
-    flat = arr.reshape(-1)
-    out = np.empty(flat.size, dtype=np.float32)
-    for part in _chunks(flat.size):
-        out[part] = _decode(flat[part].astype(np.int64), fmt)
-    return _scalar_or_array(out.reshape(arr.shape))
+    (out,) = _map_codes(_as_codes(codes, fmt), lambda c: (_decode(c, fmt),), (np.float32,))
+    return _scalar_or_array(out)
 
 
 def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
@@ -221,7 +233,8 @@ def to_bits(x: object, fmt: Format | str) -> np.ndarray:
 
     Codes are uint8 for formats of <= 8 bits, uint16 for <= 16, uint32 otherwise. NaN becomes
     the quiet NaN (sign kept where NaNs are signed), -0.0 becomes +0 in fnuz formats. A value
-    the format does not hold raises ``ValueError`` naming it: round first.
+    the format does not hold raises ``ValueError`` naming it: round first. A numpy masked
+    array is refused (``TypeError``): pass ``x.filled(np.nan)`` or ``x.data``.
 
     >>> to_bits(np.float32([1.0, -2.0, 65504.0]), "fp16")
     array([15360, 49152, 31743], dtype=uint16)
@@ -279,12 +292,8 @@ def classify(x: object, fmt: Format | str) -> np.ndarray | str:
     array(['zero', 'subnormal', 'normal', 'inf'], dtype='<U9')
     """
     fmt = get_format(fmt)
-    codes = _codes(x, fmt)
-    flat = codes.reshape(-1)
-    out = np.empty(flat.size, dtype=f"<U{max(map(len, CLASSES))}")
-    for part in _chunks(flat.size):
-        out[part] = _classes(flat[part].astype(np.int64), fmt)
-    return str(out[0]) if codes.ndim == 0 else out.reshape(codes.shape)
+    (out,) = _map_codes(_codes(x, fmt), lambda c: (_classes(c, fmt),), (_CLASS_DTYPE,))
+    return str(out) if out.ndim == 0 else out
 
 
 def decompose(x: object, fmt: Format | str) -> Decomposed:
@@ -300,13 +309,8 @@ def decompose(x: object, fmt: Format | str) -> Decomposed:
     if codes.ndim == 0:
         sign, exponent, significand, cls = _decompose(codes.astype(np.int64), fmt)
         return Decomposed(int(sign), int(exponent), float(significand), str(cls))
-    flat = codes.reshape(-1)
-    outs: tuple[np.ndarray, ...] = (np.empty(flat.size, np.uint8), np.empty(flat.size, np.int32),
-            np.empty(flat.size, np.float64), np.empty(flat.size, f"<U{max(map(len, CLASSES))}"))
-    for part in _chunks(flat.size):
-        for out, value in zip(outs, _decompose(flat[part].astype(np.int64), fmt), strict=True):
-            out[part] = value
-    return Decomposed(*(out.reshape(codes.shape) for out in outs))
+    dtypes = (np.uint8, np.int32, np.float64, _CLASS_DTYPE)
+    return Decomposed(*_map_codes(codes, lambda c: _decompose(c, fmt), dtypes))
 
 
 def _decompose(codes: np.ndarray, fmt: Format) -> tuple[np.ndarray, ...]:

@@ -21,8 +21,8 @@ cast would (numpy calls such operands "weak"): ``fpsim.array(1, "fp16") + 1e-4``
 
 Promotion of two formats: the result takes the format whose value set contains the other's
 (``Format.contains``: every finite value, inf and NaN if the other has them); ``fp16 + fp32``
-is fp32, ``fp16 + e5m2`` is fp16. A mix where neither contains the other (``fp16 + bf16``: more precision vs more range)
-raises ``TypeError``: cast one side with ``.astype(...)``.
+is fp32, ``fp16 + e5m2`` is fp16. A mix where neither contains the other (``fp16 + bf16``:
+more precision vs more range) raises ``TypeError``: cast one side with ``.astype(...)``.
 
 >>> fpsim.array(256, "fp16") ** 2
 EmulatedArray(inf, format=float16)
@@ -275,7 +275,9 @@ def array(data: Any, fmt: FormatLike, *, site: str = "array") -> EmulatedArray:
     """An EmulatedArray of ``data`` rounded (nearest-even) to ``fmt``.
 
     float32 and float64 data are rounded once from their own value (no double rounding); other
-    numeric data is converted to float64 first. An EmulatedArray is cast to ``fmt``.
+    numeric data is rounded once too (wide integers and longdouble exactly, see
+    ``fpsim.round``). An EmulatedArray is cast to ``fmt``. A numpy masked array is refused
+    (``TypeError``): pass ``data.filled(np.nan)`` or ``data.data``.
 
     >>> fpsim.array([0.1, 70000], "fp16")
     EmulatedArray([0.09997559,        inf], format=float16)

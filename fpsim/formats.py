@@ -67,8 +67,9 @@ class Format:
         _check_int("bias", self.bias, -(2**10), 2**10)
         if self.nan not in NAN_KINDS:
             raise ValueError(f"nan must be one of {NAN_KINDS}, got {self.nan!r}")
-        if not isinstance(self.inf, bool) or not isinstance(self.subnormals, bool):
-            raise ValueError("inf and subnormals must be True or False")
+        for flag in ("inf", "subnormals"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         if self.inf != (self.nan == "ieee"):
             raise ValueError(
                 "inf=True goes with nan='ieee' (the all-ones exponent holds inf and NaN); "

@@ -174,3 +174,9 @@ def test_bits_still_reads_emulated_arrays():
     a = fpsim.array([1.0, -2.0], "fp16")
     assert bits.to_bits(a, "fp16").tolist() == [0x3C00, 0xC000]
 
+
+
+@pytest.mark.parametrize("flag", ["inf", "subnormals"])
+def test_a_format_flag_that_is_not_a_bool_is_refused_naming_the_flag_and_value(flag):
+    with pytest.raises(ValueError, match=rf"{flag} must be True or False, got 'False'"):
+        fpsim.FP16.replace(**{flag: "False"})
