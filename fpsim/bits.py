@@ -10,6 +10,8 @@ A code of a format with E exponent bits and M mantissa bits is laid out ``S|E..E
 
 All work is exact numpy arithmetic on float64 (``frexp``/``ldexp``, integers below 2^24), so
 every function is vectorized; results come back as numpy arrays (numpy scalars for scalars).
+The array paths work in chunks of ``_CHUNK`` elements, so their float64/int64 temporaries
+stay a few megabytes: besides the result, memory stays within 2x of the input.
 
 Decisions (the contract where DESIGN.md is silent):
 
@@ -35,16 +37,40 @@ Decisions (the contract where DESIGN.md is silent):
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
+from fpsim import _validate
 from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.quantize import as_float_array
 from fpsim.quantize import round as _round
 
 CLASSES = ("zero", "subnormal", "normal", "inf", "nan")
+_CHUNK = 1 << 16  # elements per pass of the array paths (temporaries of ~0.5 MB per array)
+
+
+_CLASS_DTYPE = f"<U{max(map(len, CLASSES))}"
+
+
+def _chunks(n: int) -> Iterator[slice]:
+    for start in range(0, n, _CHUNK):
+        yield slice(start, min(start + _CHUNK, n))
+
+
+def _map_codes(codes: np.ndarray, fn: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+               dtypes: tuple[DTypeLike, ...]) -> tuple[np.ndarray, ...]:
+    """``fn`` applied to int64 chunks of ``codes``; its outputs gathered into arrays of
+    ``dtypes`` shaped like ``codes``."""
+    flat = codes.reshape(-1)
+    outs = tuple(np.empty(flat.size, dtype) for dtype in dtypes)
+    for part in _chunks(flat.size):
+        for out, value in zip(outs, fn(flat[part].astype(np.int64)), strict=True):
+            out[part] = value
+    return tuple(out.reshape(codes.shape) for out in outs)
 
 
 # --- layout helpers --------------------------------------------------------------------------
@@ -100,20 +126,23 @@ def nan_code(fmt: Format, negative: bool = False) -> int | None:
 
 
 def _as_codes(codes: object, fmt: Format) -> np.ndarray:
+    """The codes as an integer array (not widened), checked to lie in 0 .. 2^bits - 1."""
+    _validate.check_not_masked("codes", codes)
     arr = np.asarray(codes)
     if arr.dtype == object or arr.dtype.kind not in "biu" or arr.dtype.kind == "b":
         raise TypeError(
             f"codes must be integers (an integer numpy array or Python ints), got dtype {arr.dtype}"
         )
-    wide = arr.astype(np.int64)
-    bad = (wide < 0) | (wide >= (1 << fmt.bits))
-    if bad.any():
-        first = int(wide[bad].flat[0])
-        raise ValueError(
-            f"code {first} is out of range for {fmt.name}: codes are 0..{(1 << fmt.bits) - 1} "
-            f"({fmt.bits} bits)"
-        )
-    return wide
+    top = (1 << fmt.bits) - 1
+    if np.iinfo(arr.dtype).max > top or np.iinfo(arr.dtype).min < 0:
+        bad = (arr < 0) | (arr > top)
+        if bad.any():
+            first = int(arr[bad].flat[0])
+            raise ValueError(
+                f"code {first} is out of range for {fmt.name}: codes are 0..{top} "
+                f"({fmt.bits} bits)"
+            )
+    return arr
 
 
 def _scalar_or_array(arr: np.ndarray) -> np.ndarray:
@@ -144,7 +173,8 @@ def from_bits(codes: object, fmt: Format | str) -> np.ndarray:
           dtype=float32)
     """
     fmt = get_format(fmt)
-    return _scalar_or_array(_decode(_as_codes(codes, fmt), fmt).astype(np.float32))
+    (out,) = _map_codes(_as_codes(codes, fmt), lambda c: (_decode(c, fmt),), (np.float32,))
+    return _scalar_or_array(out)
 
 
 def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
@@ -174,7 +204,7 @@ def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
         codes = np.where(is_inf, np.where(neg, inf_code | _sign_bit(fmt), inf_code), codes)
         ok |= is_inf
     pos_nan, neg_nan = nan_code(fmt), nan_code(fmt, negative=True)
-    if pos_nan is not None:
+    if pos_nan is not None and neg_nan is not None:
         is_nan = np.isnan(x)
         codes = np.where(is_nan, np.where(neg, neg_nan, pos_nan), codes)
         ok |= is_nan
@@ -203,17 +233,28 @@ def to_bits(x: object, fmt: Format | str) -> np.ndarray:
 
     Codes are uint8 for formats of <= 8 bits, uint16 for <= 16, uint32 otherwise. NaN becomes
     the quiet NaN (sign kept where NaNs are signed), -0.0 becomes +0 in fnuz formats. A value
-    the format does not hold raises ``ValueError`` naming it: round first.
+    the format does not hold raises ``ValueError`` naming it: round first. A numpy masked
+    array is refused (``TypeError``): pass ``x.filled(np.nan)`` or ``x.data``.
 
     >>> to_bits(np.float32([1.0, -2.0, 65504.0]), "fp16")
     array([15360, 49152, 31743], dtype=uint16)
     """
     fmt = get_format(fmt)
-    arr = as_float_array(x).astype(np.float64)
-    codes, ok = _encode(arr, fmt)
-    if not ok.all():
-        raise _not_representable(float(arr[~ok].flat[0]), fmt)
-    return _scalar_or_array(codes.astype(code_dtype(fmt)))
+    return _scalar_or_array(_codes(x, fmt))
+
+
+def _codes(x: object, fmt: Format) -> np.ndarray:
+    """to_bits as an array (0-d for scalars), encoded chunk by chunk."""
+    arr = as_float_array(x)
+    flat = arr.reshape(-1)
+    out = np.empty(flat.size, dtype=code_dtype(fmt))
+    for part in _chunks(flat.size):
+        values = flat[part].astype(np.float64)
+        codes, ok = _encode(values, fmt)
+        if not ok.all():
+            raise _not_representable(float(values[~ok][0]), fmt)
+        out[part] = codes
+    return out.reshape(arr.shape)
 
 
 # --- fields and classes ----------------------------------------------------------------------
@@ -222,13 +263,14 @@ class Decomposed(NamedTuple):
 
     ``exponent`` is unbiased; zero and subnormals use ``emin`` with significand ``m / 2^M`` in
     [0, 1), normals ``1 + m / 2^M`` in [1, 2). For inf and NaN, exponent is 0 and the
-    significand is inf or NaN. ``cls`` is the ``classify`` string.
+    significand is inf or NaN. ``cls`` is the ``classify`` string. Python scalars (int, int,
+    float, str) for a scalar input, arrays (uint8, int32, float64, str) for an array.
     """
 
-    sign: np.ndarray
-    exponent: np.ndarray
-    significand: np.ndarray
-    cls: np.ndarray
+    sign: Any
+    exponent: Any
+    significand: Any
+    cls: Any
 
 
 def _classes(codes: np.ndarray, fmt: Format) -> np.ndarray:
@@ -239,7 +281,7 @@ def _classes(codes: np.ndarray, fmt: Format) -> np.ndarray:
     return np.asarray(CLASSES)[kind]
 
 
-def classify(x: object, fmt: Format | str) -> np.ndarray:
+def classify(x: object, fmt: Format | str) -> np.ndarray | str:
     """"zero", "subnormal", "normal", "inf" or "nan" for each value of ``fmt`` in ``x``.
 
     Read from the fields of the code (exponent field 0: zero or subnormal). A string for a
@@ -250,8 +292,7 @@ def classify(x: object, fmt: Format | str) -> np.ndarray:
     array(['zero', 'subnormal', 'normal', 'inf'], dtype='<U9')
     """
     fmt = get_format(fmt)
-    codes = np.asarray(to_bits(x, fmt)).astype(np.int64)
-    out = _classes(codes, fmt)
+    (out,) = _map_codes(_codes(x, fmt), lambda c: (_classes(c, fmt),), (_CLASS_DTYPE,))
     return str(out) if out.ndim == 0 else out
 
 
@@ -264,21 +305,23 @@ def decompose(x: object, fmt: Format | str) -> Decomposed:
     Decomposed(sign=0, exponent=-14, significand=0.1640625, cls='subnormal')
     """
     fmt = get_format(fmt)
-    codes = np.asarray(to_bits(x, fmt)).astype(np.int64)
+    codes = _codes(x, fmt)
+    if codes.ndim == 0:
+        sign, exponent, significand, cls = _decompose(codes.astype(np.int64), fmt)
+        return Decomposed(int(sign), int(exponent), float(significand), str(cls))
+    dtypes = (np.uint8, np.int32, np.float64, _CLASS_DTYPE)
+    return Decomposed(*_map_codes(codes, lambda c: _decompose(c, fmt), dtypes))
+
+
+def _decompose(codes: np.ndarray, fmt: Format) -> tuple[np.ndarray, ...]:
     sign, e, m = _fields(codes, fmt)
     frac = np.ldexp(m.astype(np.float64), -fmt.mantissa_bits)
     significand = np.where(e == 0, frac, 1.0 + frac)
     exponent = np.where(e == 0, fmt.emin, e - fmt.bias)
     is_nan, is_inf = _special_masks(codes, fmt)
-    special = is_nan | is_inf
     significand = np.where(is_inf, np.inf, np.where(is_nan, np.nan, significand))
-    exponent = np.where(special, 0, exponent)
-    cls = _classes(codes, fmt)
-    if codes.ndim == 0:
-        return Decomposed(int(sign), int(exponent), float(significand), str(cls))
-    return Decomposed(
-        sign.astype(np.uint8), exponent.astype(np.int32), significand.astype(np.float64), cls
-    )
+    exponent = np.where(is_nan | is_inf, 0, exponent)
+    return sign, exponent, significand, _classes(codes, fmt)
 
 
 # --- the grid --------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fpsim._names import unknown_name
 from fpsim.formats import Format
 
 FP32 = Format("float32", 8, 23)
@@ -63,7 +64,7 @@ def get_format(x: object) -> Format:
         key = x.strip().lower()
         if key in _BY_NAME:
             return _BY_NAME[key]
-        raise ValueError(f"unknown format {x!r}; known names: {', '.join(known_names())}")
+        raise ValueError(unknown_name("format", x, known_names()))
     try:
         dtype = np.dtype(x)  # type: ignore[call-overload]
     except TypeError:

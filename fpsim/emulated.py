@@ -19,10 +19,10 @@ Operands. A Python number or a plain array is first rounded to the EmulatedArray
 cast would (numpy calls such operands "weak"): ``fpsim.array(1, "fp16") + 1e-4`` adds fp16's
 1.0002441. Only an integer exponent given to ``np.ldexp`` is used as is.
 
-Promotion of two formats: the result takes the format whose value set contains the other's (every
-finite value, inf and NaN if the other has them); ``fp16 + fp32`` is fp32, ``fp16 + e5m2`` is
-fp16. A mix where neither contains the other (``fp16 + bf16``: more precision vs more range)
-raises ``TypeError``: cast one side with ``.astype(...)``.
+Promotion of two formats: the result takes the format whose value set contains the other's
+(``Format.contains``: every finite value, inf and NaN if the other has them); ``fp16 + fp32``
+is fp32, ``fp16 + e5m2`` is fp16. A mix where neither contains the other (``fp16 + bf16``:
+more precision vs more range) raises ``TypeError``: cast one side with ``.astype(...)``.
 
 >>> fpsim.array(256, "fp16") ** 2
 EmulatedArray(inf, format=float16)
@@ -47,31 +47,15 @@ from fpsim.quantize import round_array as _round
 FormatLike = Format | str
 
 
-# --- promotion -------------------------------------------------------------------------------
-def contains(a: Format, b: Format) -> bool:
-    """True when every value of ``b`` (finite values, and inf / NaN if b has them) is one of ``a``.
-
-    Every finite value of b has at most b.precision significant bits, its last bit no lower than
-    2^(b.emin - b.M), and magnitude at most b.max; a holds all of them when it has at least as
-    many mantissa bits, reaches as low (with subnormals; without them its smallest normal must
-    not exceed b's smallest positive value) and as high.
-    """
-    if (b.inf and not a.inf) or (b.has_nan and not a.has_nan):
-        return False
-    if a.mantissa_bits < b.mantissa_bits or b.max > a.max:
-        return False
-    if a.subnormals:
-        return b.emin - b.mantissa_bits >= a.emin - a.mantissa_bits
-    return b.smallest_subnormal >= a.smallest_normal
-
-
+# --- promotion (fpsim's policy over Format.contains, the one containment rule) ---------------
 def promote(*formats: Format) -> Format:
-    """The format of an operation on operands of these formats (see the module docstring)."""
+    """The format of an operation on operands of these formats: the one that contains the
+    others (``Format.contains``); a TypeError when neither of two contains the other."""
     result = formats[0]
     for f in formats[1:]:
-        if contains(result, f):
+        if result.contains(f):
             continue
-        if contains(f, result):
+        if f.contains(result):
             result = f
             continue
         raise TypeError(
@@ -165,9 +149,20 @@ class EmulatedArray(NDArrayOperatorsMixin):
         return self._data.copy()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        if dtype is None:
-            return self._data.copy() if copy else self._data
-        return self._data.astype(dtype)
+        """numpy's view of the values: read-only unless copied, so that writing through
+        ``np.asarray(a)`` cannot put a value outside the format into ``a``. ``copy=True``
+        (``np.array(a)``) gives a writable copy; ``copy=False`` a read-only view, or a
+        ValueError when ``dtype`` needs a conversion (numpy 2's rule)."""
+        if dtype is not None and np.dtype(dtype) != self._data.dtype:
+            if copy is False:
+                raise ValueError(f"cannot view an EmulatedArray as {np.dtype(dtype)} without a "
+                                 "copy (its carrier is float32); use copy=None or True")
+            return self._data.astype(dtype)
+        if copy:
+            return self._data.copy()
+        view = self._data.view()
+        view.flags.writeable = False
+        return view
 
     def item(self) -> float:
         return float(self._data.item())
@@ -280,7 +275,9 @@ def array(data: Any, fmt: FormatLike, *, site: str = "array") -> EmulatedArray:
     """An EmulatedArray of ``data`` rounded (nearest-even) to ``fmt``.
 
     float32 and float64 data are rounded once from their own value (no double rounding); other
-    numeric data is converted to float64 first. An EmulatedArray is cast to ``fmt``.
+    numeric data is rounded once too (wide integers and longdouble exactly, see
+    ``fpsim.round``). An EmulatedArray is cast to ``fmt``. A numpy masked array is refused
+    (``TypeError``): pass ``data.filled(np.nan)`` or ``data.data``.
 
     >>> fpsim.array([0.1, 70000], "fp16")
     EmulatedArray([0.09997559,        inf], format=float16)

@@ -18,8 +18,10 @@ else saturate (this reproduces ml_dtypes' conversions).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 NAN_KINDS = ("ieee", "fn", "fnuz", "none")
 OVERFLOW_KINDS = ("inf", "saturate", "nan")
@@ -48,7 +50,8 @@ class Format:
     name: str
     exponent_bits: int
     mantissa_bits: int
-    bias: int | None = field(default=None, kw_only=True)
+    # None means the IEEE default 2^(E-1) - 1; __post_init__ sets it, so it is an int after
+    bias: int = field(default=None, kw_only=True)  # type: ignore[assignment]
     subnormals: bool = field(default=True, kw_only=True)
     inf: bool = field(default=True, kw_only=True)
     nan: str = field(default="ieee", kw_only=True)
@@ -64,8 +67,9 @@ class Format:
         _check_int("bias", self.bias, -(2**10), 2**10)
         if self.nan not in NAN_KINDS:
             raise ValueError(f"nan must be one of {NAN_KINDS}, got {self.nan!r}")
-        if not isinstance(self.inf, bool) or not isinstance(self.subnormals, bool):
-            raise ValueError("inf and subnormals must be True or False")
+        for flag in ("inf", "subnormals"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         if self.inf != (self.nan == "ieee"):
             raise ValueError(
                 "inf=True goes with nan='ieee' (the all-ones exponent holds inf and NaN); "
@@ -189,7 +193,52 @@ class Format:
     def has_nan(self) -> bool:
         return self.nan != "none"
 
-    def replace(self, **changes: object) -> Format:
+    # --- containment (the one rule both promotion policies wrap) ----------------------------
+    def contains(self, other: Format) -> bool:
+        """True when every value ``other`` holds is a value of ``self``: every finite value,
+        inf if ``other`` has inf, NaN if it has NaN. Exact, by the binades of ``other``.
+
+        A flush-to-zero format (``subnormals=False``) holds only what its rounding can produce,
+        so no subnormals. Zero counts once: a format without -0 (fnuz) still contains formats
+        that have -0 (casting -0 there gives +0, the same number; see ``values``).
+
+        >>> FP16 = Format("fp16", 5, 10)
+        >>> Format("fp32", 8, 23).contains(FP16), FP16.contains(Format("bf16", 8, 7))
+        (True, False)
+        >>> FP16.replace(subnormals=False).contains(FP16), FP16.contains(FP16.replace(
+        ...     subnormals=False))
+        (False, True)
+        """
+        return _contains(self, other)
+
+    def quantum_at(self, e: int) -> int | None:
+        """log2 of the spacing of this format's values in the binade [2^e, 2^(e+1)), or None
+        when the format holds no value there (below its range; flush-to-zero: below emin)."""
+        if e >= self.emin:
+            return e - self.mantissa_bits
+        if self.subnormals and e >= self.emin - self.mantissa_bits:
+            return self.emin - self.mantissa_bits
+        return None
+
+    def binade_needs(self) -> tuple[tuple[int, int], ...]:
+        """``(e, q)`` pairs: a format holding every value of this one needs spacing <= 2^q in
+        the binade [2^e, 2^(e+1)). Only the first and last binade of the normals and of the
+        subnormals are listed: the needed spacing relative to the binade is the same inside
+        each run, and whether another format meets it changes monotonically with e."""
+        m = self.mantissa_bits
+        full = 2**m - 1
+
+        def normal(e: int) -> tuple[int, int]:
+            top = self.max_mantissa_field if e == self.emax else full
+            return (e, e - m if top >= 1 else e)  # a binade of 2^e alone needs only 2^e
+
+        needs = [normal(self.emin), normal(self.emax)]
+        if self.subnormals and m >= 1:
+            q = self.emin - m  # every subnormal binade holds an odd multiple of 2^q
+            needs += [(q, q), (self.emin - 1, q)]
+        return tuple(needs)
+
+    def replace(self, **changes: Any) -> Format:
         """A copy with some fields changed (dataclasses.replace), validated again."""
         from dataclasses import replace
 
@@ -197,3 +246,18 @@ class Format:
 
     def __str__(self) -> str:
         return self.name
+
+
+@functools.lru_cache(maxsize=1024)
+def _contains(wide: Format, narrow: Format) -> bool:
+    if wide == narrow:
+        return True
+    if (narrow.inf and not wide.inf) or (narrow.has_nan and not wide.has_nan):
+        return False
+    if narrow.max_exact > wide.max_exact:
+        return False
+    for e, q in narrow.binade_needs():
+        have = wide.quantum_at(e)
+        if have is None or have > q:
+            return False
+    return True

@@ -14,7 +14,9 @@ A site is the name of the operation that rounded: ``fpsim.round(..., site="name"
 ``"round"``), and EmulatedArray operations use the numpy ufunc name (``"add"``, ``"multiply"``,
 ``"power"``, ``"matmul"``, ``"sum"``, ``"cast"`` for operands converted to a format, ``"array"``
 for ``fpsim.array``). When no monitor is active the plain kernel runs and nothing is counted.
-Monitors nest: every active monitor counts every event.
+Monitors nest: every active monitor counts every event. The set of active monitors belongs to
+the thread (a ``contextvars.ContextVar``): a rounding in another thread, or another asyncio
+task, is not counted by this thread's monitors.
 
 >>> with fpsim.monitor() as m:
 ...     _ = fpsim.round(np.float32([1e-9, 1e5, 0.1]), "fp16", site="demo")
@@ -24,21 +26,27 @@ Monitors nest: every active monitor counts every event.
 
 from __future__ import annotations
 
+import contextvars
+
 from fpsim.formats import Format
 
 EVENTS = ("inexact", "overflow", "underflow", "subnormal", "nan_created")
 
-_ACTIVE: list[Monitor] = []
+# The monitors counting in this thread / context, innermost last. An immutable tuple, so a
+# context that copied it (a new thread, an asyncio task) never sees this one's later changes.
+_ACTIVE: contextvars.ContextVar[tuple[Monitor, ...]] = contextvars.ContextVar(
+    "fpsim_active_monitors", default=()
+)
 
 
 def is_active() -> bool:
-    """True while at least one monitor is counting."""
-    return bool(_ACTIVE)
+    """True while at least one monitor is counting in this thread (context)."""
+    return bool(_ACTIVE.get())
 
 
 def record(site: str, fmt: Format, n: int, counts: tuple[int, ...]) -> None:
-    """Add one rounding's element count and event counts to every active monitor."""
-    for m in _ACTIVE:
+    """Add one rounding's element count and event counts to every monitor active here."""
+    for m in _ACTIVE.get():
         m.add(site, fmt, n, counts)
 
 
@@ -64,21 +72,18 @@ class Monitor:
     # --- lifecycle -----------------------------------------------------------------------
     @property
     def active(self) -> bool:
-        """True between start() and stop()."""
-        return any(m is self for m in _ACTIVE)
+        """True between start() and stop() in this thread (context)."""
+        return any(m is self for m in _ACTIVE.get())
 
     def start(self) -> Monitor:
-        """Begin counting (idempotent); returns self."""
+        """Begin counting roundings made in this thread (idempotent); returns self."""
         if not self.active:
-            _ACTIVE.append(self)
+            _ACTIVE.set((*_ACTIVE.get(), self))
         return self
 
     def stop(self) -> Monitor:
         """Stop counting (idempotent); the counts so far are kept. Returns self."""
-        for i, m in enumerate(_ACTIVE):
-            if m is self:
-                del _ACTIVE[i]
-                break
+        _ACTIVE.set(tuple(m for m in _ACTIVE.get() if m is not self))
         return self
 
     def reset(self) -> None:

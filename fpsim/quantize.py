@@ -13,7 +13,7 @@ import functools
 import numba
 import numpy as np
 
-from fpsim import _kernels
+from fpsim import _kernels, _validate
 from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.monitor import is_active as monitor_is_active
@@ -26,12 +26,15 @@ _FLOAT32_EMIN = -126
 
 
 def as_float_array(x: object, name: str = "x") -> np.ndarray:
-    """x as a float32 or float64 array (other numeric input becomes float64), or a TypeError."""
+    """x as a float32 or float64 array, or a TypeError. Other numeric input becomes float64:
+    exactly where it fits, else rounded to odd so that one later rounding is exact
+    (fpsim._validate.to_float64_odd). Masked arrays are refused (fpsim has no masks)."""
+    _validate.check_not_masked(name, x)
     arr = np.asarray(x)
     if arr.dtype == np.float32 or arr.dtype == np.float64:
         return arr
-    if arr.dtype.kind in "biuf" or arr.dtype.name in _ML_DTYPE_NAMES:
-        return arr.astype(np.float64)
+    if arr.dtype.kind in "biuf" or arr.dtype.name in _ML_DTYPE_NAMES or arr.dtype == object:
+        return _validate.to_float64_odd(arr, name)
     raise TypeError(
         f"{name} must be numeric (float, int or bool values), got an array of dtype {arr.dtype}"
     )
@@ -44,14 +47,8 @@ _ML_DTYPE_NAMES = {
 
 
 def _seed(rng: object) -> int:
-    """A 64-bit seed for the stochastic kernel from None, an int seed or a numpy Generator."""
-    if isinstance(rng, np.random.Generator):
-        gen = rng
-    elif rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        gen = np.random.default_rng(rng)
-    else:
-        raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {rng!r}")
-    return int(gen.integers(0, 2**63, dtype=np.int64))
+    """A 63-bit seed for the stochastic kernel from None, an int seed or a numpy Generator."""
+    return int(_validate.generator(rng).integers(0, 2**63, dtype=np.int64))
 
 
 def _bits_of(value: float, dtype: np.dtype) -> int:
@@ -171,14 +168,12 @@ def round_array(
     fmt = get_format(fmt)
     mode = get_mode(mode)
     policy = resolve_overflow(fmt, overflow)
-    subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
+    subnormals = _validate.check_bool("subnormals", subnormals)
+    subnormals = fmt.subnormals if subnormals is None else subnormals
     arr = as_float_array(x)
     dtype = arr.dtype
     if out is not None:
-        if not isinstance(out, np.ndarray) or out.dtype != dtype or out.shape != arr.shape:
-            got = f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
-            raise ValueError(f"out must be a numpy array of dtype {dtype} and shape {arr.shape}; "
-                             f"got {got}")
+        arr = _validate.check_out(out, arr)
 
     work = arr
     if dtype == np.float32 and _needs_wide_carrier(fmt, subnormals):

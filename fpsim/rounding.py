@@ -33,6 +33,7 @@ from fractions import Fraction
 from functools import partial
 from types import MappingProxyType
 
+from fpsim._names import unknown_name
 from fpsim.catalog import get_format
 from fpsim.formats import OVERFLOW_KINDS, Format
 
@@ -64,7 +65,7 @@ def get_mode(mode: str | RoundingMode) -> RoundingMode:
         for m in RoundingMode:
             if key == m.value:
                 return m
-    raise ValueError(f"unknown rounding mode {mode!r}; known modes: {', '.join(MODE_NAMES)}")
+    raise ValueError(unknown_name("rounding mode", mode, MODE_NAMES, "known modes"))
 
 
 def resolve_overflow(fmt: Format, overflow: str | None) -> str:

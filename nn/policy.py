@@ -22,7 +22,6 @@ can be checked against float64 central differences.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
 
 import numpy as np
@@ -60,36 +59,24 @@ def carrier_dtype(fmt: Format | None) -> np.dtype:
 
 
 def contains(wide: Format | None, narrow: Format | None) -> bool:
-    """True if every value of ``narrow`` is a value of ``wide`` (so widening is exact)."""
-    if wide is None or wide is narrow or wide is FP32:  # identity first: ops ask this a lot
+    """True if every value of ``narrow`` is a value of ``wide`` (so widening is exact):
+    ``Format.contains``, with None standing for the float64 carrier (which holds every format).
+    """
+    if wide is None or wide is narrow:  # identity first: ops ask this a lot
         return True
     if narrow is None:
-        return False
-    return _contains(wide, narrow)
-
-
-@functools.lru_cache(maxsize=256)
-def _contains(wide: Format, narrow: Format) -> bool:
-    if wide == narrow or wide == FP32:
-        return True
-    lowest = wide.emin - wide.mantissa_bits  # log2 of the smallest quantum
-    return (
-        wide.mantissa_bits >= narrow.mantissa_bits
-        and wide.emax >= narrow.emax
-        and wide.max >= narrow.max
-        and lowest <= narrow.emin - narrow.mantissa_bits
-        and (wide.subnormals or not narrow.subnormals)
-        and (wide.inf or not narrow.inf)
-    )
+        return False  # float64 values need rounding into any format
+    return wide.contains(narrow)
 
 
 def promote(a: Format | None, b: Format | None) -> Format | None:
-    """The format of an op on operands in ``a`` and ``b``: the one containing the other, else FP32.
+    """nn's promotion policy over ``contains``: the format of an op on operands in ``a`` and
+    ``b`` is the one containing the other, else FP32 (where fpsim's arrays raise instead).
 
     >>> promote(fpsim.FP16, fpsim.FP32).name, promote(fpsim.FP16, fpsim.BF16).name
     ('float32', 'float32')
     """
-    if a is b or contains(a, b):
+    if contains(a, b):
         return a
     if contains(b, a):
         return b

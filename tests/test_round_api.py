@@ -59,7 +59,7 @@ def test_out_works_for_non_contiguous_out_and_the_float64_detour():
         (dict(fmt="e4m3fn", overflow="inf"), ValueError, "needs a format with inf"),
         (dict(out=np.empty(2, np.float32)), ValueError, "out must be a numpy array of dtype"),
         (dict(out=np.empty(3, np.float64)), ValueError, "out must be a numpy array of dtype"),
-        (dict(mode="stochastic", rng="seed"), TypeError, "rng must be None, an int seed"),
+        (dict(mode="stochastic", rng="seed"), TypeError, "rng must be None, a non-negative int"),
     ],
 )
 def test_bad_arguments_raise_clear_errors(kwargs, error, message):

@@ -1,0 +1,182 @@
+"""Bad or unusual input to the public API: clear errors naming the argument, or exact results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fpsim
+from fpsim import bits
+
+
+# --- out= ------------------------------------------------------------------------------------
+def test_out_overlapping_the_input_gives_the_same_result_as_a_fresh_array():
+    b = np.arange(1, 11, dtype=np.float32) * np.float32(1.1)
+    expected = fpsim.round(b[:-1].copy(), "fp16")
+    fpsim.round(b[:-1], "fp16", out=b[1:])
+    np.testing.assert_array_equal(b[1:], expected)
+
+
+@pytest.mark.parametrize("shift", [1, -1, 7])
+@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero"])
+def test_out_overlapping_the_input_on_the_parallel_path_gives_the_fresh_result(shift, mode):
+    n = 2**17
+    rng = np.random.default_rng(3)
+    buf = (rng.standard_normal(n + abs(shift)) * 100).astype(np.float32)
+    x = buf[:n] if shift > 0 else buf[-shift:]
+    out = buf[shift:] if shift > 0 else buf[:n]
+    expected = fpsim.round(x.copy(), "fp16", mode)
+    fpsim.round(x, "fp16", mode, out=out)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_out_overlapping_a_float64_input_gives_the_fresh_result():
+    b = np.linspace(1, 2, 1001)
+    expected = fpsim.round(b[1:].copy(), "bf16")
+    fpsim.round(b[1:], "bf16", out=b[:-1])
+    np.testing.assert_array_equal(b[:-1], expected)
+
+
+def test_out_that_is_the_input_itself_rounds_in_place():
+    x = np.float32([0.1, 65519.99, 1e-8]) * np.ones((2**16, 1), np.float32)
+    expected = fpsim.round(x.copy(), "fp16")
+    assert fpsim.round(x, "fp16", out=x) is x
+    np.testing.assert_array_equal(x, expected)
+
+
+def test_out_that_is_a_strided_view_of_the_input_itself_rounds_in_place():
+    buf = np.float32([0.1, 5.0, 0.3, 7.0, 1e-8, 9.0])
+    x = buf[::2]
+    expected = fpsim.round(x.copy(), "fp16")
+    fpsim.round(x, "fp16", out=x)
+    np.testing.assert_array_equal(buf[::2], expected)
+    np.testing.assert_array_equal(buf[1::2], [5.0, 7.0, 9.0])
+
+
+def test_a_read_only_out_raises_a_value_error_naming_out():
+    out = np.zeros(3, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="out must be a writable array; got a read-only"):
+        fpsim.round(np.ones(3, np.float32), "fp16", out=out)
+
+
+# --- masked arrays -----------------------------------------------------------------------------
+MASKED = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: fpsim.round(x, "fp16"),
+    lambda x: fpsim.array(x, "fp16"),
+    lambda x: fpsim.to_bits(x, "fp16"),
+    lambda x: fpsim.classify(x, "fp16"),
+    lambda x: fpsim.from_bits(np.ma.masked_array([0, 1], mask=[0, 1]), "fp16"),
+])
+def test_a_masked_array_is_refused_with_a_type_error_saying_what_to_pass(call):
+    with pytest.raises(TypeError, match=r"masked array.*\.filled\(np\.nan\).*\.data"):
+        call(MASKED)
+
+
+def test_a_masked_array_filled_with_nan_rounds_its_masked_entries_to_nan():
+    out = fpsim.round(MASKED.filled(np.nan), "fp16")
+    assert np.isnan(out[1]) and out[0] == 1.0 and out[2] == 3.0
+
+
+# --- subnormals= --------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["False", "no", "off", float("nan"), 0, 1, np.int64(1), 0.0])
+def test_subnormals_other_than_a_bool_is_a_type_error_naming_subnormals(bad):
+    with pytest.raises(TypeError, match=r"subnormals must be True, False or None.*got"):
+        fpsim.round(np.float32([2**-20]), "fp16", subnormals=bad)
+
+
+@pytest.mark.parametrize("flag", [False, np.bool_(False)])
+def test_subnormals_accepts_bool_and_numpy_bool(flag):
+    assert fpsim.round(np.float32([2**-20]), "fp16", subnormals=flag)[0] == 0.0
+    assert fpsim.round(np.float32([2**-20]), "fp16", subnormals=not flag)[0] == 2**-20
+
+
+# --- rng= -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad, error", [(-1, ValueError), (-(2**70), ValueError),
+                                        (np.int64(-5), ValueError), (1.5, TypeError),
+                                        ("7", TypeError), (True, TypeError)])
+def test_a_bad_seed_names_rng_and_what_is_allowed(bad, error):
+    with pytest.raises(error, match=r"rng must be None, a non-negative int seed or a "
+                                    r"numpy.random.Generator, got"):
+        fpsim.round(np.float32([0.1]), "fp16", "stochastic", rng=bad)
+
+
+def test_a_bad_seed_is_refused_by_the_accumulating_sum_too():
+    with pytest.raises(ValueError, match="rng must be"):
+        fpsim.sum(np.ones(4), accumulate="fp16", mode="stochastic", rng=-1)
+
+
+def test_large_non_negative_seeds_and_generators_are_accepted_and_reproducible():
+    x = np.full(1000, 0.1, np.float32)
+    a = fpsim.round(x, "fp16", "stochastic", rng=2**100)
+    np.testing.assert_array_equal(a, fpsim.round(x, "fp16", "stochastic", rng=2**100))
+    g1, g2 = np.random.default_rng(4), np.random.default_rng(4)
+    np.testing.assert_array_equal(fpsim.round(x, "fp16", "stochastic", rng=g1),
+                                  fpsim.round(x, "fp16", "stochastic", rng=g2))
+
+
+# --- unknown names --------------------------------------------------------------------------------
+def test_an_unknown_format_name_lists_the_known_names_and_suggests_the_closest():
+    with pytest.raises(ValueError, match=r"unknown format 'fp8_e4m4'; known names: .*fp16.*; "
+                                         r"did you mean 'fp8_e4m3'"):
+        fpsim.get_format("fp8_e4m4")
+
+
+def test_an_unknown_mode_name_lists_the_known_modes_and_suggests_the_closest():
+    with pytest.raises(ValueError, match=r"unknown rounding mode 'nearest_eve'; known modes: "
+                                         r"nearest_even, .*; did you mean 'nearest_even'"):
+        fpsim.round(1.0, "fp16", "nearest_eve")
+
+
+def test_a_name_close_to_nothing_gets_no_suggestion():
+    with pytest.raises(ValueError) as info:
+        fpsim.get_format("zzzzzzzz")
+    assert "did you mean" not in str(info.value)
+
+
+# --- emulated arrays do not hand out writable views -------------------------------------------
+def test_asarray_of_an_emulated_array_is_read_only_so_it_cannot_corrupt_it():
+    a = fpsim.array([1.0, 2.0], "fp16")
+    view = np.asarray(a)
+    assert not view.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = 0.1
+    assert a.numpy().tolist() == [1.0, 2.0]
+
+
+def test_asarray_with_copy_false_gives_a_read_only_view_and_copy_true_a_writable_copy():
+    a = fpsim.array([1.0, 2.0], "fp16")
+    no_copy = np.asarray(a, copy=False)
+    assert not no_copy.flags.writeable and np.shares_memory(no_copy, a._data)
+    copied = np.array(a, copy=True)
+    copied[0] = 0.1
+    assert copied.flags.writeable and a.numpy()[0] == 1.0
+
+
+def test_np_array_of_an_emulated_array_is_a_writable_copy():
+    a = fpsim.array([1.0, 2.0], "fp16")
+    plain = np.array(a)
+    plain[0] = 0.1
+    assert a.numpy()[0] == 1.0
+
+
+def test_an_emulated_array_stays_assignable_after_asarray_handed_out_a_view():
+    a = fpsim.array([1.0, 2.0], "fp16")
+    np.asarray(a)
+    a[0] = 0.1
+    assert a.numpy()[0] == np.float32(np.float16(0.1))
+
+
+def test_bits_still_reads_emulated_arrays():
+    a = fpsim.array([1.0, -2.0], "fp16")
+    assert bits.to_bits(a, "fp16").tolist() == [0x3C00, 0xC000]
+
+
+
+@pytest.mark.parametrize("flag", ["inf", "subnormals"])
+def test_a_format_flag_that_is_not_a_bool_is_refused_naming_the_flag_and_value(flag):
+    with pytest.raises(ValueError, match=rf"{flag} must be True or False, got 'False'"):
+        fpsim.FP16.replace(**{flag: "False"})
