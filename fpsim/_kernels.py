@@ -8,7 +8,10 @@ from fpsim.kernels.fast_f32 import (
     round_nearest_even_f32_value,
 )
 from fpsim.kernels.general import (
-    MODE_KERNELS, mode_bits, round_count_range, round_range,
+    MODE_KERNELS,
+    mode_bits,
+    round_count_range,
+    round_range,
     stream_seed,
 )
 from fpsim.kernels.threads import PARALLEL_MIN, get_num_threads, run

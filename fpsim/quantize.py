@@ -208,17 +208,17 @@ def _round_in_carrier(
     dtype = arr.dtype
     ivew = _INT_VIEW[dtype]
     src = np.ascontiguousarray(arr).reshape(-1).view(ivew)
-    direct = out is not None and out.flags.c_contiguous
-    result = out if direct else np.empty(arr.shape, dtype=dtype)
+    result: np.ndarray = (out if out is not None and out.flags.c_contiguous
+                          else np.empty(arr.shape, dtype=dtype))
     dst = result.reshape(-1).view(ivew)
     counting = monitor_is_active()
     fast = None
     if mode is RoundingMode.NEAREST_EVEN and dtype == np.float32:
         fast = nearest_even_f32_constants(fmt, subnormals, policy)
     if fast is not None:
-        kernel = (_kernels.count_nearest_even_f32_range if counting
-                  else _kernels.round_nearest_even_f32_range)
-        parts = _kernels.run(kernel, src.size, (src.view(np.float32), dst.view(np.float32)),
+        fast_kernel = (_kernels.count_nearest_even_f32_range if counting
+                       else _kernels.round_nearest_even_f32_range)
+        parts = _kernels.run(fast_kernel, src.size, (src.view(np.float32), dst.view(np.float32)),
                              (fast,), parallel=parallel or counting)
     else:
         c = _kernels.carrier_constants(dtype)
