@@ -32,3 +32,4 @@ from fpsim.formats import Format
 from fpsim.monitor import monitor
 from fpsim.quantize import round  # noqa: A001  (numpy-style name: fpsim.round)
 from fpsim.rounding import MODE_NAMES, RoundingMode, get_mode, round_scalar
+from fpsim.warmup import warmup

@@ -33,7 +33,7 @@ import numpy as np
 from fpsim import _kernels
 from fpsim.catalog import FP32
 from fpsim.formats import Format
-from fpsim.quantize import _MODE_CODES, _seed, format_constants
+from fpsim.quantize import _seed, format_constants
 from fpsim.rounding import RoundingMode, get_mode, resolve_overflow
 
 SUM_ORDERS = ("sequential", "pairwise")
@@ -53,7 +53,7 @@ def _kernel_args(acc: Format, mode: str | RoundingMode, rng: object) -> tuple:
     mode = get_mode(mode)
     f = format_constants(acc, np.dtype(np.float64), acc.subnormals, resolve_overflow(acc, None))
     seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
-    return _MODE_CODES[mode], seed, _F64_CARRIER, f
+    return _kernels.mode_bits(mode), seed, _F64_CARRIER, f
 
 
 def gamma(k: int, unit_roundoff: float = 2.0**-24) -> float:
@@ -74,7 +74,8 @@ def sum_rows(
     x = np.ascontiguousarray(x, dtype=np.float64)
     out = np.empty(x.shape[0], dtype=np.float64)
     code, seed, c, f = _kernel_args(acc, mode, rng)
-    _kernels.accumulate_rows(x, out, order == "pairwise", code, seed, c, f)
+    _kernels.run(_kernels.accumulate_rows, x.shape[0], (x, out),
+                 (order == "pairwise", code, seed, c, f), work=x.size)
     return out
 
 
@@ -137,7 +138,8 @@ def matmul_2d(
     bt64 = np.ascontiguousarray(np.asarray(b, dtype=np.float64).T)
     out = np.empty((a.shape[0], b.shape[1]), dtype=np.float64)
     code, seed, c, f = _kernel_args(acc, mode, rng)
-    _kernels.matmul_accumulate(a64, bt64, out, order == "pairwise", code, seed, c, f)
+    _kernels.run(_kernels.matmul_accumulate, a64.shape[0], (a64, bt64, out),
+                 (order == "pairwise", code, seed, c, f), work=out.size * a64.shape[1])
     return out
 
 

@@ -2,25 +2,25 @@
 
 The carrier is the input's own dtype: float32 stays float32 and float64 stays float64 (rounded
 once from its own 53-bit value, so there is no double rounding through float32); any other
-numeric input is converted to float64 first. The work is done by the numba kernels in
-``fpsim._kernels`` on the integer view of the carrier.
+numeric input is converted to float64 first (float32 input to a format that reaches below
+float32's normal range goes through float64 in chunks). The work is done by the numba kernels
+of ``fpsim.kernels`` on the integer view of the carrier.
 """
 
 from __future__ import annotations
 
 import functools
 
-import numba
 import numpy as np
 
 from fpsim import _kernels, _validate
+from fpsim._kernels import FormatBits, NearestEvenF32
 from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record as monitor_record
 from fpsim.rounding import RoundingMode, get_mode, resolve_overflow
 
-_MODE_CODES = {m: i for i, m in enumerate(RoundingMode)}
 _INT_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 _FLOAT32_EMIN = -126
 
@@ -58,32 +58,32 @@ def _bits_of(value: float, dtype: np.dtype) -> int:
 @functools.cache
 def format_constants(
     fmt: Format, dtype: np.dtype, subnormals: bool, policy: str
-) -> tuple[int, ...]:
-    """The kernel's format tuple ``f`` for a carrier dtype (see fpsim._kernels)."""
+) -> FormatBits:
+    """The general kernel's format constants ``f`` for a carrier dtype (fpsim.kernels)."""
     c = _kernels.carrier_constants(dtype)
     max_bits = _bits_of(fmt.max, dtype)
-    over_bits = {"inf": c[3], "saturate": max_bits, "nan": c[4]}[policy]
+    over_bits = {"inf": c.INF_BITS, "saturate": max_bits, "nan": c.NAN_BITS}[policy]
     q = fmt.emin - fmt.mantissa_bits  # log2 of the smallest subnormal
-    return (
-        fmt.mantissa_bits,
-        fmt.emin,
-        int(subnormals),
-        max_bits,
-        _bits_of(fmt.smallest_normal, dtype),
-        over_bits,
-        int(fmt.inf),
-        int(not fmt.has_negative_zero),
-        _bits_of(2.0**q, dtype),
+    return FormatBits(
+        M=fmt.mantissa_bits,
+        EMIN=fmt.emin,
+        SUBNORMALS=int(subnormals),
+        MAX_BITS=max_bits,
+        MIN_NORMAL_BITS=_bits_of(fmt.smallest_normal, dtype),
+        OVER_BITS=over_bits,
+        HAS_INF=int(fmt.inf),
+        NO_NEG_ZERO=int(not fmt.has_negative_zero),
+        Q_BITS=_bits_of(2.0**q, dtype),
         # half of it; when that is below the carrier's range only a = 0 lies below 2^q
-        max(_bits_of(2.0 ** (q - 1), dtype), 1),
+        HALF_Q_BITS=max(_bits_of(2.0 ** (q - 1), dtype), 1),
     )
 
 
 @functools.cache
 def nearest_even_f32_constants(
     fmt: Format, subnormals: bool, policy: str
-) -> tuple[np.uint32, np.float32, np.float32, np.float32, np.float32, bool] | None:
-    """The constants ``p`` of the float32 nearest-even fast path (fpsim._kernels), or None
+) -> NearestEvenF32 | None:
+    """The constants ``p`` of the float32 nearest-even fast path (fpsim.kernels), or None
     where it does not apply: flush-to-zero; formats without mantissa bits, as wide as float32,
     with emin > 0, or reaching below float32's normal range; an overflow policy other than inf
     for a format with inf (inf input must stay inf there while finite overflow saturates or
@@ -99,10 +99,15 @@ def nearest_even_f32_constants(
     max_bits = _bits_of(fmt.max, f32)
     # the smallest float32 that rounds above max: the tie above max goes up iff max's code is odd
     threshold_bits = max_bits + (1 << (d - 1)) + (0 if (max_bits >> d) & 1 else 1)
-    overflow_bits = {"inf": c[3], "saturate": max_bits, "nan": c[4]}[policy]
-    return (np.uint32(d << 23), np.float32(2.0 ** (fmt.emin - fmt.mantissa_bits + 23)),
-            np.float32(fmt.smallest_normal), _float32_of_bits(threshold_bits),
-            _float32_of_bits(overflow_bits), not fmt.has_negative_zero)
+    overflow_bits = {"inf": c.INF_BITS, "saturate": max_bits, "nan": c.NAN_BITS}[policy]
+    return NearestEvenF32(
+        SHIFT=np.uint32(d << c.CM),
+        C_SUB=np.float32(2.0 ** (fmt.emin - fmt.mantissa_bits + c.CM)),
+        MIN_NORMAL=np.float32(fmt.smallest_normal),
+        THRESHOLD=_float32_of_bits(threshold_bits),
+        OVERFLOW=_float32_of_bits(overflow_bits),
+        NO_NEG_ZERO=not fmt.has_negative_zero,
+    )
 
 
 def _float32_of_bits(bits: int) -> np.float32:
@@ -161,10 +166,8 @@ def round_array(
     parallel: bool = True,
 ) -> np.ndarray:
     """fpsim.round, with ``parallel=False`` to keep the plain float32 nearest-even kernel on
-    the calling thread. fpsim.matmul rounds a BLAS result that way: numba's OpenMP threads
-    spin-wait after a parallel kernel, and on a machine with as many cores as threads they
-    then slow down the BLAS call that follows (measured: a 1024x1024 matmul in a loop, 15 ms
-    to 24 ms on 2 cores)."""
+    the calling thread (fpsim.matmul rounds a BLAS result that way, leaving the cores to BLAS).
+    Large arrays are otherwise rounded in blocks on fpsim.kernels.threads' pool."""
     fmt = get_format(fmt)
     mode = get_mode(mode)
     policy = resolve_overflow(fmt, overflow)
@@ -175,45 +178,89 @@ def round_array(
     if out is not None:
         arr = _validate.check_out(out, arr)
 
-    work = arr
     if dtype == np.float32 and _needs_wide_carrier(fmt, subnormals):
-        work = arr.astype(np.float64)
-    wdtype = work.dtype
-    ivew = _INT_VIEW[wdtype]
-    src = np.ascontiguousarray(work).reshape(-1).view(ivew)
-    direct = out is not None and wdtype == dtype and out.flags.c_contiguous
-    result = out if direct else np.empty(work.shape, dtype=wdtype)
-    dst = result.reshape(-1).view(ivew)
-
-    counting = monitor_is_active()
-    fast = None
-    if mode is RoundingMode.NEAREST_EVEN and wdtype == np.float32:
-        fast = nearest_even_f32_constants(fmt, subnormals, policy)
-    if fast is not None and counting:
-        counts = _kernels.round_nearest_even_f32_counting(
-            src.view(np.float32), dst.view(np.float32), fast, numba.get_num_threads())
-        monitor_record(site or "round", fmt, src.size, counts)
-    elif fast is not None:
-        kernel = (_kernels.round_nearest_even_f32 if parallel
-                  else _kernels.round_nearest_even_f32_serial)
-        kernel(src.view(np.float32), dst.view(np.float32), fast)
+        result = np.empty(arr.shape, dtype=dtype) if out is None else out  # (checked above)
+        _round_through_float64(arr, result, fmt, mode, rng, subnormals, policy, site)
     else:
-        c = _kernels.carrier_constants(wdtype)
-        f = format_constants(fmt, wdtype, subnormals, policy)
-        seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
-        code = _MODE_CODES[mode]
-        if counting:
-            counts = _kernels.ROUND_COUNTING[code](src, dst, seed, c, f,
-                                                    numba.get_num_threads())
-            monitor_record(site or "round", fmt, src.size, counts)
-        else:
-            _kernels.ROUND[code](src, dst, seed, c, f)
-
-    if result.dtype != dtype:
-        result = result.astype(dtype)
+        result = _round_in_carrier(arr, out, fmt, mode, rng, subnormals, policy, site, parallel)
     if out is not None and result is not out:
         out[...] = result
         result = out
     if result.ndim == 0 and out is None:
         return result[()]
     return result
+
+
+def _round_in_carrier(
+    arr: np.ndarray, out: np.ndarray | None, fmt: Format, mode: RoundingMode, rng: object,
+    subnormals: bool, policy: str, site: str | None, parallel: bool,
+) -> np.ndarray:
+    """arr rounded in its own dtype (the carrier); into ``out`` when it is C-contiguous."""
+    dtype = arr.dtype
+    ivew = _INT_VIEW[dtype]
+    src = np.ascontiguousarray(arr).reshape(-1).view(ivew)
+    result: np.ndarray = (out if out is not None and out.flags.c_contiguous
+                          else np.empty(arr.shape, dtype=dtype))
+    dst = result.reshape(-1).view(ivew)
+    counting = monitor_is_active()
+    fast = None
+    if mode is RoundingMode.NEAREST_EVEN and dtype == np.float32:
+        fast = nearest_even_f32_constants(fmt, subnormals, policy)
+    if fast is not None:
+        fast_kernel = (_kernels.count_nearest_even_f32_range if counting
+                       else _kernels.round_nearest_even_f32_range)
+        parts = _kernels.run(fast_kernel, src.size, (src.view(np.float32), dst.view(np.float32)),
+                             (fast,), parallel=parallel or counting)
+    else:
+        c = _kernels.carrier_constants(dtype)
+        f = format_constants(fmt, dtype, subnormals, policy)
+        seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
+        kernel = _kernels.round_count_range if counting else _kernels.round_range
+        parts = _kernels.run(kernel, src.size, (src, dst),
+                             (_kernels.mode_bits(mode), seed, c, f))
+    if counting:
+        counts = np.sum(parts, axis=0)
+        monitor_record(site or "round", fmt, src.size, tuple(int(k) for k in counts))
+    return result
+
+
+# float32 input to a format reaching below float32's normal range is rounded through float64
+# this many elements at a time, so the detour needs a float64 chunk, not a float64 array.
+_WIDE_CHUNK = 1 << 16
+
+
+def _round_through_float64(
+    arr: np.ndarray, result: np.ndarray, fmt: Format, mode: RoundingMode, rng: object,
+    subnormals: bool, policy: str, site: str | None,
+) -> None:
+    """result (float32, arr's shape, not overlapping arr) = arr rounded via the float64
+    carrier, chunk by chunk; a stochastic stream continues across chunks (one seed, each
+    element's own index)."""
+    flat_in = arr.reshape(-1) if arr.flags.c_contiguous else np.ravel(arr)
+    flat_out = result.reshape(-1)  # result is a fresh array or C-contiguous out (see below)
+    if not result.flags.c_contiguous:
+        tmp = np.empty(arr.shape, dtype=arr.dtype)
+        _round_through_float64(arr, tmp, fmt, mode, rng, subnormals, policy, site)
+        result[...] = tmp
+        return
+    c = _kernels.carrier_constants(np.dtype(np.float64))
+    f = format_constants(fmt, np.dtype(np.float64), subnormals, policy)
+    seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
+    counting = monitor_is_active()
+    kernel = _kernels.round_count_range if counting else _kernels.round_range
+    m = _kernels.mode_bits(mode)
+    n = flat_in.size
+    wide = np.empty(min(n, _WIDE_CHUNK), dtype=np.float64)
+    counts = np.zeros(5, dtype=np.int64)
+    for lo in range(0, n, _WIDE_CHUNK):
+        hi = min(n, lo + _WIDE_CHUNK)
+        w = wide[: hi - lo]
+        w[...] = flat_in[lo:hi]
+        bits = w.view(np.int64)
+        # the kernel takes element indices from 0: shift the seed's stream by lo instead
+        part = kernel(bits, bits, 0, hi - lo, m, _kernels.stream_seed(seed, lo), c, f)
+        if counting:
+            counts += part
+        flat_out[lo:hi] = w
+    if counting:
+        monitor_record(site or "round", fmt, n, tuple(int(k) for k in counts))

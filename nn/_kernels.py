@@ -2,9 +2,12 @@
 
 Kernels only: no validation, no API logic (nn.autograd.round_params packs the format, and the
 ops in nn.functions decide when a kernel applies). The rounding is fpsim's float32
-nearest-even kernel (``fpsim._kernels.round_nearest_even_f32_value``), inlined here so that
-bias, activation and rounding happen in one pass. No ``fastmath`` anywhere: the rounding relies
-on exact IEEE float32 arithmetic, NaN and inf.
+nearest-even kernel (``fpsim.kernels.fast_f32.round_nearest_even_f32_value``), inlined here so
+that bias, activation and rounding happen in one pass. No ``fastmath`` anywhere: the rounding
+relies on exact IEEE float32 arithmetic, NaN and inf.
+
+The two rounding kernels split a large array over fpsim's thread pool (fpsim.kernels.threads:
+no OpenMP, fork-safe); each numba function works on a range ``[lo, hi)`` and releases the GIL.
 """
 
 from __future__ import annotations
@@ -14,28 +17,30 @@ import math
 import numpy as np
 from numba import njit
 
-from fpsim._kernels import round_nearest_even_f32_value as _round_value
+from fpsim.kernels.constants import NearestEvenF32
+from fpsim.kernels.fast_f32 import round_nearest_even_f32_value as _round_value
+from fpsim.kernels.threads import run
 
-# The kernels are single-threaded: measured on the 2-core machine they run at ~1 ns/element,
-# and prange versions were slower there (their threads compete with BLAS's).
+# Stands in for p when do_round is False (never read then; one type, so one compiled kernel).
+_UNUSED = NearestEvenF32(np.uint32(0), np.float32(0), np.float32(0), np.float32(0),
+                         np.float32(0), False)
 
 
-@njit(cache=True)
-def round_into(x, out, p):
+@njit(nogil=True, cache=True)
+def _round_into_range(x, out, lo, hi, p):
+    for i in range(lo, hi):
+        j = np.uint64(i)  # an unsigned index: no wraparound check, so the loop vectorizes
+        out[j] = _round_value(x[j], p)
+
+
+def round_into(x: np.ndarray, out: np.ndarray, p: NearestEvenF32) -> None:
     """out = x rounded to the format p (flat float32 arrays; out may be x)."""
-    for i in range(x.size):
-        out[i] = _round_value(x[i], p)
+    run(_round_into_range, x.size, (x, out), (p,))
 
 
-@njit(cache=True)
-def bias_act_round(z, b, has_bias, relu, do_round, p):
-    """In place, one pass over a 2-D float32 z: z = relu?(round(z + b)).
-
-    relu(round(v)) == round(relu(v)) because rounding is monotone and odd, so the activation
-    may follow the rounding. (Helpers here take scalars only: passing arrays to an inlined
-    helper costs reference counting per element.)
-    """
-    for r in range(z.shape[0]):
+@njit(nogil=True, cache=True)
+def _bias_act_round_rows(z, lo, hi, b, has_bias, relu, do_round, p):
+    for r in range(lo, hi):
         for j in range(z.shape[1]):
             v = z[r, j] + b[j] if has_bias else z[r, j]
             if do_round:
@@ -45,14 +50,26 @@ def bias_act_round(z, b, has_bias, relu, do_round, p):
             z[r, j] = v
 
 
-@njit(cache=True)
+def bias_act_round(z: np.ndarray, b: np.ndarray, has_bias: bool, relu: bool, do_round: bool,
+                   p: NearestEvenF32 | None) -> None:
+    """In place, one pass over a 2-D float32 z: z = relu?(round(z + b)).
+
+    relu(round(v)) == round(relu(v)) because rounding is monotone and odd, so the activation
+    may follow the rounding. (Helpers here take scalars only: passing arrays to an inlined
+    helper costs reference counting per element.)
+    """
+    p = p if do_round else _UNUSED
+    run(_bias_act_round_rows, z.shape[0], (z,), (b, has_bias, relu, do_round, p), work=z.size)
+
+
+@njit(nogil=True, cache=True)
 def relu_grad(g, y, out):
     """out = g where y > 0 else 0 (flat arrays). Exact: selecting a value never rounds."""
     for i in range(g.size):
         out[i] = g[i] if y[i] > 0 else 0
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def erf(x, out):
     """out = erf(x) elementwise (flat arrays), in the carrier's precision."""
     for i in range(x.size):

@@ -147,23 +147,26 @@ def test_round_to_odd_without_mantissa_bits_steps_to_the_odd_exponent_field():
 
 
 def fast_vs_general(x: np.ndarray, fmt: Format, p: tuple) -> np.ndarray:
-    """The float32 nearest-even fast path (parallel, serial and counting) against the general
-    per-mode kernel and its counting twin: equal bits, equal event counts. Returns the fast
-    path's result."""
+    """The float32 nearest-even fast path (plain and counting, on two blocks and on one)
+    against the general kernel and its counting twin: equal bits, equal event counts. Returns
+    the fast path's result."""
     f32 = np.dtype(np.float32)
     c, f = _kernels.carrier_constants(f32), format_constants(fmt, f32, True, fmt.overflow)
+    m = _kernels.mode_bits(fpsim.RoundingMode.NEAREST_EVEN)
     fast, serial, counted, general = (np.empty_like(x) for _ in range(4))
-    _kernels.round_nearest_even_f32(x, fast, p)
-    _kernels.round_nearest_even_f32_serial(x, serial, p)
-    fast_counts = _kernels.round_nearest_even_f32_counting(x, counted, p, 2)
-    general_counts = _kernels.ROUND_COUNTING[0](x.view(np.int32), general.view(np.int32), 0, c, f,
-                                                 2)
+    half = x.size // 2
+    for lo, hi in ((0, half), (half, x.size)):
+        _kernels.round_nearest_even_f32_range(x, fast, lo, hi, p)
+    _kernels.round_nearest_even_f32_range(x, serial, 0, x.size, p)
+    fast_counts = _kernels.count_nearest_even_f32_range(x, counted, 0, x.size, p)
+    general_counts = _kernels.round_count_range(x.view(np.int32), general.view(np.int32), 0,
+                                                x.size, m, 0, c, f)
     for got, what in ((fast, "fast path"), (serial, "serial fast path"),
                       (counted, "counting fast path")):
         bad = np.flatnonzero(got.view(np.int32) != general.view(np.int32))[:5]
         assert bad.size == 0, (f"{fmt.name} {what} vs general kernel at x={x[bad].tolist()}: "
                                f"{got[bad].tolist()} != {general[bad].tolist()}")
-    assert fast_counts == general_counts, fmt.name
+    assert fast_counts.tolist() == general_counts.tolist(), fmt.name
     return fast
 
 

@@ -1,0 +1,18 @@
+"""numba kernels: rounding on the integer view of the float32 / float64 carrier.
+
+Kernels only: no validation, no API logic (fpsim.quantize and fpsim.accumulate validate, pick
+the carrier, pack the constants and dispatch). One job a module:
+
+- ``constants``: the named tuples the kernels take (carrier, format, fast-path constants);
+- ``general``: every mode on either carrier, the mode a run-time code (``MODE_KERNELS``),
+  with an event-counting twin for ``fpsim.monitor``;
+- ``fast_f32``: float32 nearest-even in float32 arithmetic, the common case;
+- ``accumulate``: sums and matrix products rounded after every addition;
+- ``threads``: runs the range kernels on blocks of a large array in a small thread pool;
+- ``notice``: says so on stderr when a kernel must be compiled (not when loaded from cache).
+
+Every kernel is ``cache=True`` and ``nogil=True`` and none uses ``prange``: a fresh install
+compiles a handful of small serial kernels, lazily, on the first call that needs each.
+"""
+
+from fpsim.kernels import notice as _notice  # noqa: F401  (registers the compile notice)

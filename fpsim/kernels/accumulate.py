@@ -1,0 +1,102 @@
+"""Accumulation kernels (fpsim.accumulate): sums and matrix products, rounded every addition.
+
+The accumulator is a float64 holding a value of the accumulation format. Each step adds one
+term exactly in spirit: TwoSum gives hi + lo == s + x exactly; when lo != 0, hi is moved to the
+odd neighbour on lo's side (round-to-odd into float64), which keeps the "inexact" information
+so that the one rounding to a format of p <= 24 bits (53 >= p + 2) is the correct rounding of
+the exact s + x. Products of two float32-representable values (<= 24-bit significands, at most
+48 bits, exponents far inside float64's range) are exact in float64.
+
+The kernels work on rows ``[lo, hi)`` and release the GIL (fpsim.kernels.threads runs blocks of
+rows in parallel). ``mode`` is a code of fpsim.kernels.general.MODE_KERNELS.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from fpsim.kernels.general import _round_bits
+
+
+@njit(inline="always")
+def _odd_sum(s, x):
+    """s + x rounded to odd in float64 (exactly s + x when that fits float64)."""
+    hi = s + x
+    bb = hi - s
+    lo = (s - (hi - bb)) + (x - bb)  # TwoSum: hi + lo == s + x exactly (no overflow here)
+    if lo != 0.0 and np.isfinite(hi):
+        b = np.float64(hi).view(np.int64)
+        if (b & 1) == 0:
+            # sign-magnitude bits: +1 grows |hi|, -1 shrinks it; step toward the exact value
+            b = b + 1 if (lo > 0.0) == (hi > 0.0) else b - 1
+            hi = np.int64(b).view(np.float64)
+    return hi
+
+
+@njit
+def _round_f64(x, mode, seed, i, c, f):
+    """A float64 value rounded to the format (c must be the float64 carrier tuple)."""
+    b = np.float64(x).view(np.int64)
+    return np.int64(_round_bits(b, mode, mode.STOCHASTIC, seed, i, c, f)).view(np.float64)
+
+
+@njit
+def _reduce_row(x, buf, pairwise, mode, seed, base, c, f):
+    """One row's sum, the accumulator rounded to the format after every addition.
+
+    sequential: s = x[0]; s = rnd(s + x[k]) for k = 1..n-1.
+    pairwise: adjacent pairs level by level, rnd(buf[2i] + buf[2i+1]) (a balanced tree);
+    an odd element out moves up a level unchanged. ``buf`` has room for n values.
+    """
+    n = x.size
+    if n == 0:
+        return 0.0
+    if not pairwise:
+        s = _round_f64(x[0], mode, seed, base, c, f)
+        for k in range(1, n):
+            s = _round_f64(_odd_sum(s, x[k]), mode, seed, base + k, c, f)
+        return s
+    for k in range(n):
+        buf[k] = _round_f64(x[k], mode, seed, base + k, c, f)
+    step = n
+    m = n
+    while m > 1:
+        half = m // 2
+        for k in range(half):
+            buf[k] = _round_f64(
+                _odd_sum(buf[2 * k], buf[2 * k + 1]), mode, seed, base + step + k, c, f
+            )
+        if m % 2 == 1:
+            buf[half] = buf[m - 1]
+        step += half
+        m = m - half
+    return buf[0]
+
+
+@njit(nogil=True, cache=True)
+def accumulate_rows(x, out, lo, hi, pairwise, mode, seed, c, f):
+    """out[r] = sum of the float64 row x[r, :] with the accumulator rounded every addition,
+    for the rows lo <= r < hi."""
+    n = x.shape[1]
+    for r in range(lo, hi):
+        buf = np.empty(n if pairwise else 0, dtype=np.float64)
+        out[r] = _reduce_row(x[r], buf, pairwise, mode, seed, r * 2 * n, c, f)
+
+
+@njit(nogil=True, cache=True)
+def matmul_accumulate(a, bt, out, lo, hi, pairwise, mode, seed, c, f):
+    """out[i, j] = sum_k a[i, k] * bt[j, k] for the rows lo <= i < hi: exact float64 products,
+    rounded accumulation.
+
+    ``bt`` is the right operand transposed (rows are its columns), both C-contiguous float64.
+    """
+    k = a.shape[1]
+    n = bt.shape[0]
+    for i in range(lo, hi):
+        prods = np.empty(k, dtype=np.float64)
+        buf = np.empty(k if pairwise else 0, dtype=np.float64)
+        for j in range(n):
+            for t in range(k):
+                prods[t] = a[i, t] * bt[j, t]  # exact: <= 48-bit significand
+            out[i, j] = _reduce_row(prods, buf, pairwise, mode, seed, (i * n + j) * 2 * k, c, f)

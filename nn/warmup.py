@@ -1,0 +1,31 @@
+"""``nn.warmup.warmup()``: fpsim's warmup plus nn's fused kernels (see fpsim.warmup)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from fpsim.warmup import run_tasks
+from fpsim.warmup import tasks as fpsim_tasks
+
+
+def _train_step() -> None:
+    import nn
+
+    with nn.policy_scope("mixed_float16"):
+        model = nn.Sequential([nn.Dense(8, activation="relu", seed=0), nn.Dense(3, seed=1)])
+    model.compile(optimizer=nn.optimizers.SGD(0.01),
+                  loss=nn.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    model.fit(x, np.arange(8) % 3, batch_size=8, epochs=1, verbose=0)
+
+
+def tasks() -> list[tuple[str, Callable[[], object]]]:
+    """fpsim's warmup calls, then a mixed_float16 training step (nn's fused kernels)."""
+    return [*fpsim_tasks(), ("nn training step", _train_step)]
+
+
+def warmup(progress: bool = True) -> None:
+    """Compile every fpsim and nn kernel the tutorials use (or load them from numba's cache)."""
+    run_tasks(tasks(), progress)
