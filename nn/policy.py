@@ -22,6 +22,7 @@ can be checked against float64 central differences.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 from collections.abc import Iterator
 
@@ -174,39 +175,51 @@ def _parse(key: str) -> tuple[Format | None, Format | None]:
         ) from None
 
 
-_GLOBAL = [Policy("float32")]
+# Which policy applies where (Keras's split): ``set_global_policy`` sets one process-wide default,
+# seen by every thread; ``policy_scope`` overrides it in the current thread / asyncio task only
+# (a ContextVar), so a scope held open in one thread never changes the layers another one builds.
+_GLOBAL: Policy = Policy("float32")
+_SCOPED: contextvars.ContextVar[Policy | None] = contextvars.ContextVar(
+    "nn_policy_scope", default=None
+)
 
 
 def as_policy(policy: Policy | str | None) -> Policy:
     """A Policy from a Policy, a policy name, or None (the current global policy)."""
     if policy is None:
-        return _GLOBAL[-1]
+        return global_policy()
     return policy if isinstance(policy, Policy) else Policy(policy)
 
 
 def global_policy() -> Policy:
-    """The policy layers created now without ``dtype=`` will use (initially "float32")."""
-    return _GLOBAL[-1]
+    """The policy layers created now without ``dtype=`` will use (initially "float32"): the
+    innermost ``policy_scope`` of this thread, else the process-wide policy."""
+    scoped = _SCOPED.get()
+    return _GLOBAL if scoped is None else scoped
 
 
 def set_global_policy(policy: Policy | str | None) -> None:
-    """Set the global policy (None resets it to "float32"), as ``keras.mixed_precision`` does."""
-    _GLOBAL[-1] = Policy("float32") if policy is None else as_policy(policy)
+    """Set the process-wide policy (None resets it to "float32"), as ``keras.mixed_precision``
+    does. Every thread sees it, except inside a ``policy_scope``, which takes precedence."""
+    global _GLOBAL
+    _GLOBAL = Policy("float32") if policy is None else as_policy(policy)
 
 
 @contextlib.contextmanager
 def policy_scope(policy: Policy | str) -> Iterator[Policy]:
-    """Set the global policy inside a ``with`` block and restore the previous one afterwards.
+    """Use ``policy`` as the global policy inside a ``with`` block, in this thread (or asyncio
+    task) only, and restore the previous one afterwards.
 
     >>> with policy_scope("mixed_float16") as p:
     ...     p.compute_format.name
     'float16'
     """
-    _GLOBAL.append(as_policy(policy))
+    scoped = as_policy(policy)
+    token = _SCOPED.set(scoped)
     try:
-        yield _GLOBAL[-1]
+        yield scoped
     finally:
-        _GLOBAL.pop()
+        _SCOPED.reset(token)
 
 
 def default_tensor_format() -> Format | None:

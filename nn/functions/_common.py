@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from nn.autograd import Context, round_array
+from nn.autograd import Context
+from nn.functions.cast import Cast
 from nn.policy import at_least_fp32
+from nn.rounding import round_array
 from nn.tensor import Tensor
 
 
@@ -21,8 +23,6 @@ def widen(t: Tensor) -> Tensor:
     fmt = at_least_fp32(t.fmt)
     if fmt is t.fmt or fmt == t.fmt:
         return t
-    from nn.functions.cast import Cast
-
     return Cast.apply(t, fmt=fmt)
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from nn import _kernels, autograd
+from fpsim import Format
+from nn import _kernels, rounding
 from nn.autograd import Context, Function
 from nn.functions._common import constant, finish, widen
 from nn.functions.elementwise import erf
@@ -36,12 +37,12 @@ class ReLUGrad(Function):
     """g where y > 0 else 0 (exact: a selection) -- relu's backward, one numba pass."""
 
     @staticmethod
-    def output_format(*fmts: Any, **params: Any) -> Any:
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
         return fmts[0]
 
     @staticmethod
     def forward(ctx: Context, g: np.ndarray, y: np.ndarray) -> np.ndarray:
-        if autograd.KERNELS_ENABLED and g.shape == y.shape and g.dtype == y.dtype:
+        if rounding.KERNELS_ENABLED and g.shape == y.shape and g.dtype == y.dtype:
             g, y = np.ascontiguousarray(g), np.ascontiguousarray(y)
             out = np.empty_like(g)
             _kernels.relu_grad(g.reshape(-1), y.reshape(-1), out.reshape(-1))
@@ -58,13 +59,13 @@ class LeakyReLU(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, alpha: float = 0.01) -> np.ndarray:
-        ctx.alpha = alpha
+        ctx.saved["alpha"] = alpha
         return finish(ctx, np.where(a > 0, a, a * a.dtype.type(alpha)), "LeakyReLU")
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         a = ctx.inputs[0].data
-        return grad * constant(np.where(a > 0, 1.0, ctx.alpha), grad)
+        return grad * constant(np.where(a > 0, 1.0, ctx.saved["alpha"]), grad)
 
 
 class Sigmoid(Function):
@@ -127,14 +128,14 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
-        ctx.axis = axis
+        ctx.saved["axis"] = axis
         e = np.exp(a - np.max(a, axis=axis, keepdims=True))
         return finish(ctx, e / np.sum(e, axis=axis, keepdims=True), "Softmax")
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         s, g = widen(ctx.output()), widen(grad)
-        return s * (g - (g * s).sum(axis=ctx.axis, keepdims=True))
+        return s * (g - (g * s).sum(axis=ctx.saved["axis"], keepdims=True))
 
 
 class LogSoftmax(Function):
@@ -142,13 +143,13 @@ class LogSoftmax(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
-        ctx.axis = axis
+        ctx.saved["axis"] = axis
         return finish(ctx, a - _logsumexp(a, axis), "LogSoftmax")
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         out, g = widen(ctx.output()), widen(grad)
-        return g - out.exp() * g.sum(axis=ctx.axis, keepdims=True)
+        return g - out.exp() * g.sum(axis=ctx.saved["axis"], keepdims=True)
 
 
 class Dropout(Function):
@@ -156,12 +157,12 @@ class Dropout(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, mask: Any = None, scale: float = 1.0) -> np.ndarray:
-        ctx.mask, ctx.scale = mask, scale
+        ctx.saved.update(mask=mask, scale=scale)
         return finish(ctx, a * (mask * a.dtype.type(scale)), "Dropout")
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        return Dropout.apply(grad, mask=ctx.mask, scale=ctx.scale)
+        return Dropout.apply(grad, **ctx.saved)
 
 
 def relu(a: Tensor) -> Tensor:

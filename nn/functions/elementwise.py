@@ -8,6 +8,7 @@ output format. Backwards are tensor ops, so their products round like any other 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -87,14 +88,14 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, exponent: float = 1.0) -> np.ndarray:
-        ctx.exponent = exponent
+        ctx.saved["exponent"] = exponent
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return finish(ctx, np.power(a, a.dtype.type(exponent)), "Pow")
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         (a,) = ctx.inputs
-        p = ctx.exponent
+        p = ctx.saved["exponent"]
         return grad * (pow(a, p - 1.0) * p)
 
 
@@ -157,12 +158,12 @@ class Clip(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, lo: float = -np.inf, hi: float = np.inf) -> np.ndarray:
-        ctx.bounds = (lo, hi)
+        ctx.saved.update(lo=lo, hi=hi)
         return finish(ctx, np.clip(a, lo, hi), "Clip")
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        lo, hi = ctx.bounds
+        lo, hi = ctx.saved["lo"], ctx.saved["hi"]
         a = ctx.inputs[0].data
         return grad * constant((a >= lo) & (a <= hi), grad)
 
@@ -189,8 +190,11 @@ def neg(a: Tensor) -> Tensor:
 
 def pow(a: Tensor, exponent: Any) -> Tensor:  # noqa: A001 (the op's name)
     """a ** exponent, for a real-number exponent."""
-    if isinstance(exponent, Tensor) or not np.isscalar(exponent) or isinstance(exponent, bool):
-        raise TypeError(f"pow: the exponent must be a real number, got {exponent!r}")
+    if not isinstance(exponent, numbers.Real) or isinstance(exponent, (bool, np.bool_)):
+        raise TypeError(
+            f"pow: exponent must be a real number (int or float), got {exponent!r} "
+            f"of type {type(exponent).__name__}"
+        )
     return Pow.apply(a, exponent=float(exponent))
 
 
