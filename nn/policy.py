@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import functools
 from collections.abc import Iterator
 
@@ -37,17 +38,35 @@ FormatLike = Format | str | None
 _FLOAT64_NAMES = ("float64", "fp64", "f64", "double")
 
 
-def resolve_format(fmt: FormatLike) -> Format | None:
+def resolve_format(fmt: FormatLike, what: str = "fmt") -> Format | None:
     """A Format (or None for the float64 carrier) from a Format, a name/alias, or None.
 
     >>> resolve_format("fp16").name, resolve_format("float64")
     ('float16', None)
+
+    Anything else raises ValueError naming the argument ``what``, the value, the closest names
+    and every allowed one.
     """
     if fmt is None or isinstance(fmt, Format):
         return fmt
     if isinstance(fmt, str) and fmt.strip().lower() in _FLOAT64_NAMES:
         return None
-    return fpsim.get_format(fmt)
+    try:
+        return fpsim.get_format(fmt)
+    except (ValueError, TypeError):
+        names = [*fpsim.known_names(), "float64"]
+        raise ValueError(
+            f"{what}={fmt!r} is not a format{did_you_mean(fmt, names)}; pass a Format or one "
+            f"of: {', '.join(names)}"
+        ) from None
+
+
+def did_you_mean(value: object, names: list[str]) -> str:
+    """``" (did you mean 'fp16'?)"`` with the closest of ``names`` to ``value``, or ""."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value.strip().lower(), names, n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
 def format_name(fmt: Format | None) -> str:
@@ -116,7 +135,10 @@ class Policy:
         if isinstance(name, Policy):
             name = name.name
         if not isinstance(name, str):
-            raise TypeError(f"a policy name must be a string, got {name!r}")
+            raise TypeError(
+                f"a policy name must be a string or a Policy, got {name!r} "
+                f"({type(name).__name__})"
+            )
         key = name.strip().lower()
         self._name = key
         self._compute, self._variable = _parse(key)
@@ -168,8 +190,11 @@ def _parse(key: str) -> tuple[Format | None, Format | None]:
         fmt = fpsim.get_format(key)
         return fmt, fmt
     except ValueError:
+        forms = ["float32", "float64", "mixed_float16", "mixed_bfloat16", "float16", "bfloat16"]
+        forms += [f"mixed_{n}" for n in fpsim.known_names()]
+        hint = did_you_mean(key, list(dict.fromkeys(forms)))
         raise ValueError(
-            f"unknown policy {key!r}; valid forms: 'float32', 'float64', 'mixed_float16', "
+            f"unknown policy {key!r}{hint}; valid forms: 'float32', 'float64', 'mixed_float16', "
             "'mixed_bfloat16', 'float16', 'bfloat16', 'mixed_<format>' or '<format>' where "
             f"<format> is one of: {', '.join(fpsim.known_names())}"
         ) from None

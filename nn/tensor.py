@@ -65,7 +65,8 @@ def as_float_array(data: Any, what: str = "data") -> np.ndarray:
     arr = data.data if isinstance(data, Tensor) else np.asarray(data)
     if arr.dtype.kind not in "biuf":
         raise TypeError(
-            f"{what} must be real numbers (float, int or bool), got an array of dtype {arr.dtype}"
+            f"{what} must be real numbers (float, int or bool), got an array of dtype "
+            f"{arr.dtype}" + (f": {data!r}" if np.ndim(data) == 0 else "")
         )
     return arr
 
@@ -92,6 +93,8 @@ class Tensor:
         name: str | None = None,
     ) -> None:
         fmt = default_tensor_format() if _is_auto(fmt) else resolve_format(fmt)
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
         arr = as_float_array(data)
         self.data = _rounded_copy(arr, fmt)
         self.fmt: Format | None = fmt

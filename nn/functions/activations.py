@@ -9,6 +9,7 @@ fp16 probabilities, while ``Activation("softmax", dtype="float32")`` gives fp32 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -175,6 +176,9 @@ def relu_grad(g: Tensor, y: Tensor) -> Tensor:
 
 
 def leaky_relu(a: Tensor, alpha: float = 0.01) -> Tensor:
+    """a where a > 0, else alpha * a; ``alpha`` is a finite real number."""
+    if not isinstance(alpha, numbers.Real) or not math.isfinite(alpha):
+        raise ValueError(f"leaky_relu: alpha must be a finite real number, got {alpha!r}")
     return LeakyReLU.apply(a, alpha=float(alpha))
 
 

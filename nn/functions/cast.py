@@ -41,7 +41,7 @@ class Cast(Function):
 
 def cast(x: Tensor, fmt: FormatLike) -> Tensor:
     """``x`` in format ``fmt`` (a Format, a name, or "float64"); ``x`` itself if already there."""
-    target = resolve_format(fmt)
+    target = resolve_format(fmt, "cast: fmt")
     if target is x.fmt or target == x.fmt:
         return x
     return Cast.apply(x, fmt=target)

@@ -215,4 +215,7 @@ def erf(a: Tensor) -> Tensor:
 
 
 def clip(a: Tensor, lo: float, hi: float) -> Tensor:
+    """a clipped to [lo, hi] (rounded to a's format); lo <= hi."""
+    if not lo <= hi:
+        raise ValueError(f"clip: lo must be <= hi, got lo={lo!r}, hi={hi!r}")
     return Clip.apply(a, lo=lo, hi=hi)

@@ -92,6 +92,8 @@ def reshape(a: Tensor, shape: Any) -> Tensor:
     if shape == a.shape:
         return a
     if _untracked(a) and -1 not in shape:
+        if int(np.prod(shape)) != a.size:
+            raise ValueError(f"cannot reshape a tensor of shape {a.shape} into {shape}")
         return Tensor._make(a.data.reshape(shape), a.fmt)
     return Reshape.apply(a, shape=shape)
 

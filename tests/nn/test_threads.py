@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
 import nn
 from nn.autograd import current_scope, name_scope
@@ -64,12 +65,13 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
 
 
-def test_two_fits_in_two_threads_at_once_train_as_they_do_alone():
+@pytest.mark.parametrize("telemetry", [False, True])
+def test_two_fits_in_two_threads_at_once_train_as_they_do_alone(telemetry):
     jobs = [("float32", 1), ("mixed_float16", 2)]
-    alone = [_train(policy, seed, telemetry=False) for policy, seed in jobs]
+    alone = [_train(policy, seed, telemetry) for policy, seed in jobs]
     for _ in range(REPEATS):
         together = _run_together(*[
-            (lambda p=p, s=s: _train(p, s, telemetry=False)) for p, s in jobs
+            (lambda p=p, s=s: _train(p, s, telemetry)) for p, s in jobs
         ])
         assert all(_same(t, a) for t, a in zip(together, alone, strict=True))
 
