@@ -95,15 +95,17 @@ def current_scope() -> str:
 class Context:
     """What a Function's forward leaves for its backward.
 
-    ``inputs`` (the input Tensors), ``needs_input_grad`` (one bool per input: backward may skip
-    the others), ``fmt`` (the output format), ``out`` (the output array), ``scope`` (the name
-    scope at forward time), and ``saved``: what forward keeps for backward, by name
-    (``ctx.saved["axis"] = axis``).
+    ``op`` (the Function), ``inputs`` (the input Tensors), ``needs_input_grad`` (one bool per
+    input: backward may skip the others), ``fmt`` (the output format), ``out`` (the output
+    array), ``scope`` (the name scope at forward time), and ``saved``: what forward keeps for
+    backward, by name (``ctx.saved["axis"] = axis``).
     """
 
-    __slots__ = ("inputs", "needs_input_grad", "fmt", "out", "scope", "saved")
+    __slots__ = ("op", "inputs", "needs_input_grad", "fmt", "out", "scope", "saved")
 
-    def __init__(self, inputs: tuple[Tensor, ...], fmt: Format | None, scope: str) -> None:
+    def __init__(self, op: type[Function], inputs: tuple[Tensor, ...], fmt: Format | None,
+                 scope: str) -> None:
+        self.op = op
         self.inputs = inputs
         self.fmt = fmt
         self.scope = scope
@@ -114,6 +116,10 @@ class Context:
     def site(self, what: str) -> str:
         """A monitor site name: ``"<scope>/<what>"``."""
         return sites.scoped(self.scope, what)
+
+    def output_site(self) -> str:
+        """Where the op rounds its output: ``"<scope>/<Op>"``."""
+        return sites.scoped(self.scope, sites.op_output(self.op.__name__))
 
     def output(self) -> Tensor:
         """The forward output as a Tensor without history (for use in backward)."""
@@ -153,7 +159,7 @@ class Function:
     @classmethod
     def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
         """Run forward and, when any input needs a gradient, record the node in the graph."""
-        ctx = Context(inputs, cls.output_format(*[t.fmt for t in inputs], **params),
+        ctx = Context(cls, inputs, cls.output_format(*[t.fmt for t in inputs], **params),
                       _SCOPE.get())
         out = cls.forward(ctx, *[t.data for t in inputs], **params)
         ctx.out = out if type(out) is np.ndarray else np.asarray(out)
@@ -217,7 +223,7 @@ def backward(root: Tensor, grad: Any = None) -> None:
             raise TypeError(f"backward(grad=...) must be real numbers, got dtype {g.dtype}")
         if g.shape != root.shape:
             raise ValueError(f"gradient shape {g.shape} does not match tensor shape {root.shape}")
-        g = round_array(g.astype(root.data.dtype), root.fmt, site=root.grad_site or "grad")
+        g = round_array(g.astype(root.data.dtype), root.fmt, site=root.grad_site or sites.GRAD)
     grads: dict[int, Tensor] = {id(root): Tensor._make(g, root.fmt)}
     leaf_arrays: set[int] = set()
     with no_grad():
@@ -236,7 +242,7 @@ def backward(root: Tensor, grad: Any = None) -> None:
                 t.grad = g_t
                 continue
             t.grad = g_t
-            token = _SCOPE.set(ctx.site("grad"))
+            token = _SCOPE.set(ctx.site(sites.GRAD))
             try:
                 in_grads = op.backward(ctx, g_t)
             finally:
@@ -263,8 +269,8 @@ def grad_site(
     if t.grad_site:
         return t.grad_site
     if ctx is None or op is None:
-        return "grad"
-    return ctx.site(f"grad_{op.__name__}_input{i}")
+        return sites.GRAD
+    return ctx.site(sites.op_input_grad(op.__name__, i))
 
 
 register_ops(backward=backward)

@@ -61,7 +61,7 @@ class LeakyReLU(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, alpha: float = 0.01) -> np.ndarray:
         ctx.saved["alpha"] = alpha
-        return finish(ctx, np.where(a > 0, a, a * a.dtype.type(alpha)), "LeakyReLU")
+        return finish(ctx, np.where(a > 0, a, a * a.dtype.type(alpha)))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -76,7 +76,7 @@ class Sigmoid(Function):
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         e = np.exp(-np.abs(a))
         out = np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
-        return finish(ctx, out, "Sigmoid")
+        return finish(ctx, out)
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -89,7 +89,7 @@ class Tanh(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
-        return finish(ctx, np.tanh(a), "Tanh")
+        return finish(ctx, np.tanh(a))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -108,7 +108,7 @@ class GELU(Function):
         cdf = np.empty_like(a, order="C")
         _kernels.erf(np.ascontiguousarray(a).reshape(-1) * a.dtype.type(1 / math.sqrt(2)),
                      cdf.reshape(-1))
-        return finish(ctx, a * (cdf + 1) * a.dtype.type(0.5), "GELU")
+        return finish(ctx, a * (cdf + 1) * a.dtype.type(0.5))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -131,7 +131,7 @@ class Softmax(Function):
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
         ctx.saved["axis"] = axis
         e = np.exp(a - np.max(a, axis=axis, keepdims=True))
-        return finish(ctx, e / np.sum(e, axis=axis, keepdims=True), "Softmax")
+        return finish(ctx, e / np.sum(e, axis=axis, keepdims=True))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -145,7 +145,7 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
         ctx.saved["axis"] = axis
-        return finish(ctx, a - _logsumexp(a, axis), "LogSoftmax")
+        return finish(ctx, a - _logsumexp(a, axis))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -159,7 +159,7 @@ class Dropout(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, mask: Any = None, scale: float = 1.0) -> np.ndarray:
         ctx.saved.update(mask=mask, scale=scale)
-        return finish(ctx, a * (mask * a.dtype.type(scale)), "Dropout")
+        return finish(ctx, a * (mask * a.dtype.type(scale)))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:

@@ -32,7 +32,7 @@ class Cast(Function):
         if x.dtype == carrier and not needs_rounding(ctx.inputs[0].fmt, ctx.fmt):
             return x
         return round_array(x.astype(carrier) if ctx.fmt is None else x, ctx.fmt,
-                           site=ctx.site("Cast"))
+                           site=ctx.output_site())
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:

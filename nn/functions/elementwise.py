@@ -24,7 +24,7 @@ class Add(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return finish(ctx, np.add(a, b), "Add")
+        return finish(ctx, np.add(a, b))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -36,7 +36,7 @@ class Sub(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return finish(ctx, np.subtract(a, b), "Sub")
+        return finish(ctx, np.subtract(a, b))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -48,7 +48,7 @@ class Mul(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return finish(ctx, np.multiply(a, b), "Mul")
+        return finish(ctx, np.multiply(a, b))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -62,7 +62,7 @@ class Div(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return finish(ctx, np.divide(a, b), "Div")
+            return finish(ctx, np.divide(a, b))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -90,7 +90,7 @@ class Pow(Function):
     def forward(ctx: Context, a: np.ndarray, exponent: float = 1.0) -> np.ndarray:
         ctx.saved["exponent"] = exponent
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return finish(ctx, np.power(a, a.dtype.type(exponent)), "Pow")
+            return finish(ctx, np.power(a, a.dtype.type(exponent)))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -105,7 +105,7 @@ class Exp(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
-            return finish(ctx, np.exp(a), "Exp")
+            return finish(ctx, np.exp(a))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -118,7 +118,7 @@ class Log(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return finish(ctx, np.log(a), "Log")
+            return finish(ctx, np.log(a))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -131,7 +131,7 @@ class Sqrt(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return finish(ctx, np.sqrt(a), "Sqrt")
+            return finish(ctx, np.sqrt(a))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -145,7 +145,7 @@ class Erf(Function):
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         out = np.empty_like(a, order="C")
         _kernels.erf(np.ascontiguousarray(a).reshape(-1), out.reshape(-1))
-        return finish(ctx, out, "Erf")
+        return finish(ctx, out)
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -159,7 +159,7 @@ class Clip(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, lo: float = -np.inf, hi: float = np.inf) -> np.ndarray:
         ctx.saved.update(lo=lo, hi=hi)
-        return finish(ctx, np.clip(a, lo, hi), "Clip")
+        return finish(ctx, np.clip(a, lo, hi))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:

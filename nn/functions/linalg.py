@@ -51,7 +51,7 @@ class MatMul(Function):
         with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is NaN, as in IEEE
             z = np.matmul(a, b)
         if site is None:
-            return finish(ctx, z, "MatMul")
+            return finish(ctx, z)
         inplace = z if z.dtype == carrier_dtype(ctx.fmt) else None
         return round_array(z, ctx.fmt, site=site, out=inplace)
 
@@ -85,7 +85,7 @@ class Linear(Function):
                 return z
         if b is not None:
             z += b
-        z = finish(ctx, z, "Linear")
+        z = finish(ctx, z)
         return np.maximum(z, 0, out=z) if relu else z
 
     @staticmethod

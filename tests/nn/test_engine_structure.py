@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import nn
@@ -150,3 +151,24 @@ def test_any_engine_module_imported_first_gives_working_operators(first):
             "(t * t).sum().backward()\n"
             "assert np.array_equal(t.grad.data, [2.0, 4.0])\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_ops_round_at_the_sites_nn_sites_names_forward_and_backward():
+    import fpsim
+    from nn import sites
+    from nn.autograd import name_scope
+
+    def counted_sites(fmt_b: str) -> set[str]:
+        a = nn.Tensor([1.1, 2.2], fmt="fp16", requires_grad=True)
+        b = nn.Tensor([3.3, 4.4], fmt=fmt_b, requires_grad=True)
+        with fpsim.monitor() as m:
+            with name_scope("blk"):
+                y = a * b
+            y.backward(np.array([0.1, 0.2], np.float32))
+        return set(m.counts)
+
+    assert sites.op_output("Mul") == "Mul" and sites.op_input_grad("Mul", 1) == "grad_Mul_input1"
+    # fp16 * fp16: the output, and the backward's own products in the "grad" scope
+    assert {"blk/Mul", "blk/grad/Mul"} <= counted_sites("fp16")
+    # fp16 * fp32: a's fp32 gradient is rounded to fp16 at the op's input site
+    assert "blk/grad_Mul_input0" in counted_sites("fp32")
