@@ -5,10 +5,8 @@ output to its format and every gradient to the format of the tensor it belongs t
 follow Keras dtype policies ("float32", "mixed_float16", "mixed_bfloat16", "float16", ...).
 """
 
-from nn.tensor import Tensor, Variable  # noqa: I001  (first: the engine and the ops build on it)
-from nn.autograd import Function, is_grad_enabled, no_grad
-from nn.policy import Policy, global_policy, policy_scope, set_global_policy
 from nn import functions, layers, losses, metrics
+from nn.autograd import Function, is_grad_enabled, no_grad
 from nn.layers import (
     Activation,
     Dense,
@@ -19,6 +17,8 @@ from nn.layers import (
     Sequential,
     set_random_seed,
 )
+from nn.policy import Policy, global_policy, policy_scope, set_global_policy
+from nn.tensor import Tensor, Variable
 
 __all__ = [
     "Activation", "Dense", "Dropout", "Flatten", "Function", "Layer", "Policy", "ReLU",

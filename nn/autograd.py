@@ -1,6 +1,6 @@
-"""The autograd engine, the ``Function`` base class, and the one place where values are rounded.
+"""The autograd engine: the ``Function`` base class, the graph it records, and ``backward``.
 
-Precision rules (DESIGN.md section 3), enforced here:
+Precision rules (DESIGN.md section 3), enforced here (the rounding itself is nn.rounding's):
 
 - an op's output is rounded to its format (``ctx.fmt``, chosen by ``Function.output_format``:
   by default the promotion of the input formats) -- each op's ``forward`` does this through
@@ -11,123 +11,82 @@ Precision rules (DESIGN.md section 3), enforced here:
   may do that same single rounding itself, in place, at the same site: ``Linear``'s matmuls);
 - gradients of broadcast inputs are summed (in fp32) back to the input's shape first.
 
+Grad mode (``no_grad``) and the name scope are per thread (and per asyncio task): each lives
+in a ``contextvars.ContextVar``, so two threads training at once never see each other's state.
+
 Values of the float64 policy (format ``None``) are never rounded.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+import contextvars
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 
 import numpy as np
 
-import fpsim
-from fpsim import FP32, Format
-from fpsim.monitor import is_active as _monitor_is_active
-from fpsim.quantize import nearest_even_f32_constants
-from nn import _kernels, sites
-from nn.policy import contains, promote
-from nn.tensor import Tensor
+from fpsim import Format
+from nn import rounding, sites
+from nn.policy import promote
+from nn.rounding import (  # noqa: F401  (re-exported: their home was here)
+    fit_array,
+    needs_rounding,
+    round_array,
+    round_params,
+    sum_to_shape,
+    use_kernel,
+)
+from nn.tensor import Tensor, register_ops
 
-# --- rounding ---------------------------------------------------------------------------------
+# --- grad mode and name scopes (per thread / task) -------------------------------------------
 
-KERNELS_ENABLED = True  # tests flip this to check the numba paths against numpy + fpsim.round
-
-def round_params(fmt: Format) -> tuple | None:
-    """The constants of fpsim's float32 nearest-even kernel for ``fmt``, or None where that
-    kernel does not apply (then ``fpsim.round`` does the work)."""
-    return nearest_even_f32_constants(fmt, fmt.subnormals, fmt.overflow)
-
-
-def needs_rounding(values_fmt: Format | None, fmt: Format | None) -> bool:
-    """False when values of ``values_fmt`` already lie in ``fmt`` (rounding would be exact)."""
-    return not contains(fmt, values_fmt)
-
-
-def use_kernel(fmt: Format | None) -> bool:
-    """True if a fused numba kernel may round to ``fmt`` (no monitor is counting events)."""
-    return (
-        KERNELS_ENABLED
-        and fmt is not None
-        and not _monitor_is_active()
-        and round_params(fmt) is not None
-    )
-
-
-def round_array(
-    x: np.ndarray, fmt: Format | None, *, site: str | None = None, out: np.ndarray | None = None
-) -> np.ndarray:
-    """``x`` rounded (nearest-even) to ``fmt`` in ``fmt``'s carrier; ``out`` may be ``x``.
-
-    float32 -> FP32 and anything -> None (float64) are exact and return ``x`` (or fill ``out``).
-    The numba kernel does the work unless an ``fpsim.monitor`` is counting, in which case
-    ``fpsim.round(..., site=site)`` does, so that every rounding is counted at its site.
-    """
-    x = np.asarray(x)  # numpy returns scalars for 0-d operands
-    if fmt is None:
-        result = x if x.dtype == np.float64 else x.astype(np.float64)
-    elif x.dtype == np.float32 and (fmt is FP32 or fmt == FP32):
-        result = x
-    elif x.dtype != np.float32:
-        # round float64 once from its own bits, then the carrier holds the value exactly
-        result = np.asarray(fpsim.round(x, fmt, site=site), dtype=np.float32)
-    elif use_kernel(fmt):
-        src = x if x.flags.c_contiguous else np.ascontiguousarray(x)  # (keeps 0-d as 0-d)
-        if out is not None and out.flags.c_contiguous:
-            dst = out
-        else:
-            dst = src if src is not x else np.empty(x.shape, dtype=np.float32)
-        _kernels.round_into(src.reshape(-1), dst.reshape(-1), round_params(fmt))
-        result = dst
-    else:
-        direct = out is not None and out.flags.c_contiguous
-        result = np.asarray(fpsim.round(x, fmt, site=site, out=out if direct else None))
-    if out is not None and result is not out:
-        out[...] = result
-        return out
-    return result
-
-
-# --- grad mode and name scopes ---------------------------------------------------------------
-
-_GRAD_ENABLED = [True]
-_SCOPE = [""]
+_GRAD_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("nn_grad", default=True)
+_SCOPE: contextvars.ContextVar[str] = contextvars.ContextVar("nn_name_scope", default="")
 
 
 def is_grad_enabled() -> bool:
-    """True unless inside ``no_grad()``."""
-    return _GRAD_ENABLED[-1]
+    """True unless inside ``no_grad()`` (in this thread)."""
+    return _GRAD_ENABLED.get()
 
 
 @contextlib.contextmanager
 def no_grad() -> Iterator[None]:
-    """Inside this block ops record no graph (inference, optimizer updates, backward itself)."""
-    _GRAD_ENABLED.append(False)
+    """Inside this block ops record no graph (inference, optimizer updates, backward itself).
+
+    Per thread: ``no_grad`` in one thread leaves another thread's ops recording.
+    """
+    token = _GRAD_ENABLED.set(False)
     try:
         yield
     finally:
-        _GRAD_ENABLED.pop()
+        _GRAD_ENABLED.reset(token)
 
 
 class name_scope:  # noqa: N801 (used like a function: ``with name_scope("dense"):``)
     """Prefix the monitor site names of the ops run inside (layers use their own name)."""
 
-    __slots__ = ("scope",)
+    __slots__ = ("scope", "_token")
 
     def __init__(self, name: str) -> None:
-        self.scope = f"{_SCOPE[-1]}/{name}" if _SCOPE[-1] else name
+        self.scope = sites.scoped(_SCOPE.get(), name)
+        self._token: contextvars.Token[str] | None = None
 
     def __enter__(self) -> str:
-        _SCOPE.append(self.scope)
+        self._token = _SCOPE.set(self.scope)
         return self.scope
 
     def __exit__(self, *exc: object) -> None:
-        _SCOPE.pop()
+        if self._token is not None:
+            _SCOPE.reset(self._token)
+            self._token = None
 
 
 def current_scope() -> str:
-    return _SCOPE[-1]
+    """The name scope ops run in now ("" outside any scope)."""
+    return _SCOPE.get()
 
 
 # --- Function ---------------------------------------------------------------------------------
@@ -136,35 +95,57 @@ def current_scope() -> str:
 class Context:
     """What a Function's forward leaves for its backward.
 
-    ``inputs`` (the input Tensors), ``needs_input_grad`` (one bool per input: backward may skip
-    the others), ``fmt`` (the output format), ``out`` (the output array), ``scope`` (the name
-    scope at forward time), plus whatever the op stores.
+    ``op`` (the Function), ``inputs`` (the input Tensors), ``needs_input_grad`` (one bool per
+    input: backward may skip the others), ``fmt`` (the output format), ``out`` (the output
+    array), ``scope`` (the name scope at forward time), and ``saved``: what forward keeps for
+    backward, by name (``ctx.saved["axis"] = axis``).
     """
 
-    inputs: tuple[Tensor, ...]
-    needs_input_grad: tuple[bool, ...]
-    fmt: Format | None
-    out: np.ndarray
-    scope: str
+    __slots__ = ("op", "inputs", "needs_input_grad", "fmt", "out", "scope", "saved")
+
+    def __init__(self, op: type[Function], inputs: tuple[Tensor, ...], fmt: Format | None,
+                 scope: str) -> None:
+        self.op = op
+        self.inputs = inputs
+        self.fmt = fmt
+        self.scope = scope
+        self.saved: dict[str, Any] = {}
+        self.needs_input_grad: tuple[bool, ...] = ()
+        self.out: np.ndarray = np.empty(0, dtype=np.float32)
 
     def site(self, what: str) -> str:
         """A monitor site name: ``"<scope>/<what>"``."""
         return sites.scoped(self.scope, what)
+
+    def output_site(self) -> str:
+        """Where the op rounds its output: ``"<scope>/<Op>"``."""
+        return sites.scoped(self.scope, sites.op_output(self.op.__name__))
 
     def output(self) -> Tensor:
         """The forward output as a Tensor without history (for use in backward)."""
         return Tensor._make(self.out, self.fmt)
 
 
+Grads = Tensor | None | tuple[Tensor | None, ...]
+
+
 class Function:
     """One differentiable op. Subclasses write ``forward`` on arrays and ``backward`` in tensor ops.
 
     ``forward(ctx, *arrays, **params)`` returns the output array with every value already
-    rounded to ``ctx.fmt`` (use ``round_array(..., out=...)`` or a fused kernel).
-    ``backward(ctx, grad)`` gets the output's gradient as a Tensor in ``ctx.fmt`` and returns
-    one Tensor (or None) per input Tensor; the engine reduces broadcasting and rounds each to
-    its input's format.
+    rounded to ``ctx.fmt`` (use ``round_array(..., out=...)`` or a fused kernel); each op
+    names its own arrays and parameters (``forward(ctx, a, b)``). ``backward(ctx, grad)``
+    gets the output's gradient as a Tensor in ``ctx.fmt`` and returns one Tensor (or None) per
+    input Tensor; the engine reduces broadcasting and rounds each to its input's format.
     """
+
+    # Declared as a callable, not a method, so that each op's forward names its own arrays and
+    # parameters (``forward(ctx, a, b)``) without breaking the base class's signature.
+    forward: ClassVar[Callable[..., np.ndarray]]
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Grads:
+        raise NotImplementedError
 
     @staticmethod
     def output_format(*fmts: Format | None, **params: Any) -> Format | None:
@@ -175,25 +156,15 @@ class Function:
                 out = promote(out, f)
         return out
 
-    @staticmethod
-    def forward(ctx: Context, *arrays: np.ndarray, **params: Any) -> np.ndarray:
-        raise NotImplementedError
-
-    @staticmethod
-    def backward(ctx: Context, grad: Tensor) -> Tensor | None | tuple[Tensor | None, ...]:
-        raise NotImplementedError
-
     @classmethod
     def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
         """Run forward and, when any input needs a gradient, record the node in the graph."""
-        ctx = Context()
-        ctx.inputs = inputs
-        ctx.fmt = cls.output_format(*[t.fmt for t in inputs], **params)
-        ctx.scope = _SCOPE[-1]
+        ctx = Context(cls, inputs, cls.output_format(*[t.fmt for t in inputs], **params),
+                      _SCOPE.get())
         out = cls.forward(ctx, *[t.data for t in inputs], **params)
         ctx.out = out if type(out) is np.ndarray else np.asarray(out)
         ctx.needs_input_grad = needs = tuple([t.requires_grad for t in inputs])
-        if _GRAD_ENABLED[-1] and True in needs:
+        if _GRAD_ENABLED.get() and True in needs:
             return Tensor._make(ctx.out, ctx.fmt, cls, ctx)
         return Tensor._make(ctx.out, ctx.fmt)
 
@@ -221,29 +192,9 @@ def _topological_order(root: Tensor) -> list[Tensor]:
     return order
 
 
-def sum_to_shape(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum a broadcast gradient back to ``shape`` (numpy's float32 pairwise sum: fp32 work)."""
-    if data.shape == shape:
-        return data
-    lead = data.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        i + lead for i, n in enumerate(shape) if n == 1 and data.shape[i + lead] != 1
-    )
-    return data.sum(axis=axes, keepdims=True).reshape(shape) if axes else data.reshape(shape)
-
-
 def fit_gradient(grad: Tensor, t: Tensor, site: str) -> Tensor:
     """``grad`` summed to ``t``'s shape and rounded to ``t``'s format (the gradient rule)."""
-    data = grad.data
-    if data.shape != t.shape:
-        if np.broadcast_shapes(data.shape, t.shape) != data.shape:
-            raise ValueError(
-                f"gradient of shape {data.shape} does not reduce to the tensor's shape {t.shape}"
-            )
-        data = sum_to_shape(data, t.shape)
-    if needs_rounding(grad.fmt, t.fmt) or data.dtype != t.data.dtype:
-        data = round_array(data, t.fmt, site=site)
-    return Tensor._make(data, t.fmt)
+    return Tensor._make(fit_array(grad.data, grad.fmt, t.shape, t.fmt, t.data.dtype, site), t.fmt)
 
 
 def _accumulate(a: Tensor, b: Tensor, site: str) -> Tensor:
@@ -268,9 +219,11 @@ def backward(root: Tensor, grad: Any = None) -> None:
         g = np.ones(root.shape, dtype=root.data.dtype)
     else:
         g = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
+        if g.dtype.kind not in "biuf":
+            raise TypeError(f"backward(grad=...) must be real numbers, got dtype {g.dtype}")
         if g.shape != root.shape:
             raise ValueError(f"gradient shape {g.shape} does not match tensor shape {root.shape}")
-        g = round_array(g.astype(root.data.dtype), root.fmt, site=root.grad_site or "grad")
+        g = round_array(g.astype(root.data.dtype), root.fmt, site=root.grad_site or sites.GRAD)
     grads: dict[int, Tensor] = {id(root): Tensor._make(g, root.fmt)}
     leaf_arrays: set[int] = set()
     with no_grad():
@@ -278,9 +231,9 @@ def backward(root: Tensor, grad: Any = None) -> None:
             g_t = grads.pop(id(t), None)
             if g_t is None:
                 continue
-            ctx = t._ctx
-            if ctx is None:  # a leaf: accumulate, into an array it owns (optimizers and
-                # GradScaler.unscale_ may update .grad.data in place)
+            ctx, op = t._ctx, t._op
+            if ctx is None or op is None:  # a leaf: accumulate, into an array it owns
+                # (optimizers and GradScaler.unscale_ may update .grad.data in place)
                 if t.grad is not None:
                     g_t = _accumulate(t.grad, g_t, grad_site(t, None))
                 elif id(g_t.data) in leaf_arrays or not _owns(g_t.data):
@@ -289,17 +242,17 @@ def backward(root: Tensor, grad: Any = None) -> None:
                 t.grad = g_t
                 continue
             t.grad = g_t
-            _SCOPE.append(ctx.site("grad"))
+            token = _SCOPE.set(ctx.site(sites.GRAD))
             try:
-                in_grads = t._op.backward(ctx, g_t)
+                in_grads = op.backward(ctx, g_t)
             finally:
-                _SCOPE.pop()
+                _SCOPE.reset(token)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
             for i, (parent, pg) in enumerate(zip(ctx.inputs, in_grads, strict=True)):
                 if pg is None or not parent.requires_grad:
                     continue
-                site = grad_site(parent, ctx, i, t._op)
+                site = grad_site(parent, ctx, i, op)
                 pg = fit_gradient(pg, parent, site)
                 key = id(parent)
                 grads[key] = pg if key not in grads else _accumulate(grads[key], pg, site)
@@ -309,10 +262,34 @@ def _owns(a: np.ndarray) -> bool:
     return a.base is None and a.flags.writeable
 
 
-def grad_site(t: Tensor, ctx: Context | None, i: int = 0, op: type | None = None) -> str:
+def grad_site(
+    t: Tensor, ctx: Context | None, i: int = 0, op: type[Function] | None = None
+) -> str:
     """The monitor site where the gradient of ``t`` (input ``i`` of ``op``) is rounded."""
     if t.grad_site:
         return t.grad_site
-    if ctx is None:
-        return "grad"
-    return ctx.site(f"grad_{op.__name__}_input{i}")
+    if ctx is None or op is None:
+        return sites.GRAD
+    return ctx.site(sites.op_input_grad(op.__name__, i))
+
+
+register_ops(backward=backward)
+
+
+# --- compatibility: ``nn.autograd.KERNELS_ENABLED`` moved to nn.rounding ------------------------
+
+
+class _EngineModule(types.ModuleType):
+    """Reads and writes of ``nn.autograd.KERNELS_ENABLED`` reach ``nn.rounding.KERNELS_ENABLED``
+    (the switch's home), so code written against the old place keeps switching the kernels."""
+
+    @property
+    def KERNELS_ENABLED(self) -> bool:  # noqa: N802 (the module constant's name)
+        return rounding.KERNELS_ENABLED
+
+    @KERNELS_ENABLED.setter
+    def KERNELS_ENABLED(self, value: bool) -> None:  # noqa: N802
+        rounding.KERNELS_ENABLED = value
+
+
+sys.modules[__name__].__class__ = _EngineModule

@@ -22,6 +22,8 @@ can be checked against float64 central differences.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import difflib
 from collections.abc import Iterator
 
 import numpy as np
@@ -35,17 +37,35 @@ FormatLike = Format | str | None
 _FLOAT64_NAMES = ("float64", "fp64", "f64", "double")
 
 
-def resolve_format(fmt: FormatLike) -> Format | None:
+def resolve_format(fmt: FormatLike, what: str = "fmt") -> Format | None:
     """A Format (or None for the float64 carrier) from a Format, a name/alias, or None.
 
     >>> resolve_format("fp16").name, resolve_format("float64")
     ('float16', None)
+
+    Anything else raises ValueError naming the argument ``what``, the value, the closest names
+    and every allowed one.
     """
     if fmt is None or isinstance(fmt, Format):
         return fmt
     if isinstance(fmt, str) and fmt.strip().lower() in _FLOAT64_NAMES:
         return None
-    return fpsim.get_format(fmt)
+    try:
+        return fpsim.get_format(fmt)
+    except (ValueError, TypeError):
+        names = [*fpsim.known_names(), "float64"]
+        raise ValueError(
+            f"{what}={fmt!r} is not a format{did_you_mean(fmt, names)}; pass a Format or one "
+            f"of: {', '.join(names)}"
+        ) from None
+
+
+def did_you_mean(value: object, names: list[str]) -> str:
+    """``" (did you mean 'fp16'?)"`` with the closest of ``names`` to ``value``, or ""."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value.strip().lower(), names, n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
 def format_name(fmt: Format | None) -> str:
@@ -102,7 +122,10 @@ class Policy:
         if isinstance(name, Policy):
             name = name.name
         if not isinstance(name, str):
-            raise TypeError(f"a policy name must be a string, got {name!r}")
+            raise TypeError(
+                f"a policy name must be a string or a Policy, got {name!r} "
+                f"({type(name).__name__})"
+            )
         key = name.strip().lower()
         self._name = key
         self._compute, self._variable = _parse(key)
@@ -154,46 +177,61 @@ def _parse(key: str) -> tuple[Format | None, Format | None]:
         fmt = fpsim.get_format(key)
         return fmt, fmt
     except ValueError:
+        forms = ["float32", "float64", "mixed_float16", "mixed_bfloat16", "float16", "bfloat16"]
+        forms += [f"mixed_{n}" for n in fpsim.known_names()]
+        hint = did_you_mean(key, list(dict.fromkeys(forms)))
         raise ValueError(
-            f"unknown policy {key!r}; valid forms: 'float32', 'float64', 'mixed_float16', "
+            f"unknown policy {key!r}{hint}; valid forms: 'float32', 'float64', 'mixed_float16', "
             "'mixed_bfloat16', 'float16', 'bfloat16', 'mixed_<format>' or '<format>' where "
             f"<format> is one of: {', '.join(fpsim.known_names())}"
         ) from None
 
 
-_GLOBAL = [Policy("float32")]
+# Which policy applies where (Keras's split): ``set_global_policy`` sets one process-wide default,
+# seen by every thread; ``policy_scope`` overrides it in the current thread / asyncio task only
+# (a ContextVar), so a scope held open in one thread never changes the layers another one builds.
+_GLOBAL: Policy = Policy("float32")
+_SCOPED: contextvars.ContextVar[Policy | None] = contextvars.ContextVar(
+    "nn_policy_scope", default=None
+)
 
 
 def as_policy(policy: Policy | str | None) -> Policy:
     """A Policy from a Policy, a policy name, or None (the current global policy)."""
     if policy is None:
-        return _GLOBAL[-1]
+        return global_policy()
     return policy if isinstance(policy, Policy) else Policy(policy)
 
 
 def global_policy() -> Policy:
-    """The policy layers created now without ``dtype=`` will use (initially "float32")."""
-    return _GLOBAL[-1]
+    """The policy layers created now without ``dtype=`` will use (initially "float32"): the
+    innermost ``policy_scope`` of this thread, else the process-wide policy."""
+    scoped = _SCOPED.get()
+    return _GLOBAL if scoped is None else scoped
 
 
 def set_global_policy(policy: Policy | str | None) -> None:
-    """Set the global policy (None resets it to "float32"), as ``keras.mixed_precision`` does."""
-    _GLOBAL[-1] = Policy("float32") if policy is None else as_policy(policy)
+    """Set the process-wide policy (None resets it to "float32"), as ``keras.mixed_precision``
+    does. Every thread sees it, except inside a ``policy_scope``, which takes precedence."""
+    global _GLOBAL
+    _GLOBAL = Policy("float32") if policy is None else as_policy(policy)
 
 
 @contextlib.contextmanager
 def policy_scope(policy: Policy | str) -> Iterator[Policy]:
-    """Set the global policy inside a ``with`` block and restore the previous one afterwards.
+    """Use ``policy`` as the global policy inside a ``with`` block, in this thread (or asyncio
+    task) only, and restore the previous one afterwards.
 
     >>> with policy_scope("mixed_float16") as p:
     ...     p.compute_format.name
     'float16'
     """
-    _GLOBAL.append(as_policy(policy))
+    scoped = as_policy(policy)
+    token = _SCOPED.set(scoped)
     try:
-        yield _GLOBAL[-1]
+        yield scoped
     finally:
-        _GLOBAL.pop()
+        _SCOPED.reset(token)
 
 
 def default_tensor_format() -> Format | None:

@@ -9,7 +9,10 @@ counts back by them; all three ask this module, so a renamed site cannot silentl
   through its Cast into the compute format.
 - ``variable_grad("dense/kernel")`` -> ``"dense/kernel/grad"``: the gradient of the variable
   itself (in its variable format).
-- ``scoped(scope, what)`` -> ``"<scope>/<what>"``: an op's own rounding inside a name scope.
+- ``scoped(scope, what)`` -> ``"<scope>/<what>"``: an op's own rounding inside a name scope;
+  ``op_output("Add")`` names an op's output rounding, ``op_input_grad("Linear", 0)`` ->
+  ``"grad_Linear_input0"`` the gradient of an op's input that no layer named, and an op's
+  backward runs in the scope ``scoped(scope, GRAD)``.
 
 >>> activation_grad("dense"), weight_grad("dense/kernel"), variable_grad("dense/kernel")
 ('dense/grad_activation', 'dense/grad_kernel', 'dense/kernel/grad')
@@ -19,11 +22,22 @@ from __future__ import annotations
 
 ACTIVATION = "activation"
 WEIGHT = "weight"
+GRAD = "grad"  # the name scope of a backward pass, and the site of an unnamed root's gradient
 
 
 def scoped(scope: str, what: str) -> str:
     """``"<scope>/<what>"``, or ``what`` alone outside any scope."""
     return f"{scope}/{what}" if scope else what
+
+
+def op_output(op_name: str) -> str:
+    """Where an op rounds its output (inside the current name scope): the op's name."""
+    return op_name
+
+
+def op_input_grad(op_name: str, index: int) -> str:
+    """Where the gradient of input ``index`` of an op is rounded, when its tensor has no site."""
+    return f"{GRAD}_{op_name}_input{index}"
 
 
 def activation_grad(layer_name: str) -> str:

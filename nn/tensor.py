@@ -9,6 +9,7 @@ as in PyTorch), so ``t * 0.1`` multiplies by fp16's 0.1 when ``t`` is fp16.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,9 +24,40 @@ from nn.policy import (
     global_policy,
     resolve_format,
 )
+from nn.rounding import round_array
 
 if TYPE_CHECKING:
-    from nn.autograd import Context
+    from nn.autograd import Context, Function
+
+# --- the ops behind Tensor's operators --------------------------------------------------------
+# The ops are built on Tensor, so Tensor cannot import them: nn.functions (and, for
+# ``backward``, the engine nn.autograd) register them here when imported, which keeps the
+# imports one-way (policy, rounding -> tensor -> autograd -> functions). ``import nn`` loads both.
+
+OPERATORS = frozenset({
+    "add", "sub", "mul", "div", "neg", "pow", "matmul", "getitem", "sum", "mean", "max",
+    "reshape", "transpose", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "cast", "backward",
+})
+_OPS: dict[str, Callable[..., Any]] = {}
+
+
+def register_ops(**ops: Callable[..., Any]) -> None:
+    """Install the functions Tensor's operators and methods call (``add=nn.functions.add``)."""
+    unknown = sorted(set(ops) - OPERATORS)
+    if unknown:
+        raise ValueError(f"register_ops: unknown operator names {unknown}; known: "
+                         f"{sorted(OPERATORS)}")
+    _OPS.update(ops)
+
+
+def _op(name: str) -> Callable[..., Any]:
+    try:
+        return _OPS[name]
+    except KeyError:
+        raise RuntimeError(
+            f"Tensor operator {name!r} is not registered: import nn (it loads nn.functions "
+            "and nn.autograd, which register Tensor's operators)"
+        ) from None
 
 
 def as_float_array(data: Any, what: str = "data") -> np.ndarray:
@@ -33,7 +65,8 @@ def as_float_array(data: Any, what: str = "data") -> np.ndarray:
     arr = data.data if isinstance(data, Tensor) else np.asarray(data)
     if arr.dtype.kind not in "biuf":
         raise TypeError(
-            f"{what} must be real numbers (float, int or bool), got an array of dtype {arr.dtype}"
+            f"{what} must be real numbers (float, int or bool), got an array of dtype "
+            f"{arr.dtype}" + (f": {data!r}" if np.ndim(data) == 0 else "")
         )
     return arr
 
@@ -60,6 +93,8 @@ class Tensor:
         name: str | None = None,
     ) -> None:
         fmt = default_tensor_format() if _is_auto(fmt) else resolve_format(fmt)
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
         arr = as_float_array(data)
         self.data = _rounded_copy(arr, fmt)
         self.fmt: Format | None = fmt
@@ -67,12 +102,13 @@ class Tensor:
         self.grad: Tensor | None = None
         self.name = name
         self.grad_site: str | None = None
-        self._op: type | None = None
+        self._op: type[Function] | None = None
         self._ctx: Context | None = None
 
     @classmethod
     def _make(
-        cls, data: np.ndarray, fmt: Format | None, op: type | None = None, ctx: Any = None
+        cls, data: np.ndarray, fmt: Format | None, op: type[Function] | None = None,
+        ctx: Context | None = None,
     ) -> Tensor:
         """A Tensor over ``data`` as is (already rounded to ``fmt``); the ops' fast path."""
         t = object.__new__(Tensor)
@@ -128,7 +164,7 @@ class Tensor:
     # --- autograd -------------------------------------------------------------------------------
     def backward(self, grad: Any = None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see nn.autograd.backward)."""
-        _autograd.backward(self, grad)
+        _op("backward")(self, grad)
 
     def detach(self) -> Tensor:
         """The same values without history."""
@@ -146,87 +182,87 @@ class Tensor:
         return Tensor._make(_rounded_copy(arr, self.fmt), self.fmt)
 
     def __add__(self, other: Any) -> Tensor:
-        return F.add(self, self._lift(other))
+        return _op("add")(self, self._lift(other))
 
     def __radd__(self, other: Any) -> Tensor:
-        return F.add(self._lift(other), self)
+        return _op("add")(self._lift(other), self)
 
     def __sub__(self, other: Any) -> Tensor:
-        return F.sub(self, self._lift(other))
+        return _op("sub")(self, self._lift(other))
 
     def __rsub__(self, other: Any) -> Tensor:
-        return F.sub(self._lift(other), self)
+        return _op("sub")(self._lift(other), self)
 
     def __mul__(self, other: Any) -> Tensor:
-        return F.mul(self, self._lift(other))
+        return _op("mul")(self, self._lift(other))
 
     def __rmul__(self, other: Any) -> Tensor:
-        return F.mul(self._lift(other), self)
+        return _op("mul")(self._lift(other), self)
 
     def __truediv__(self, other: Any) -> Tensor:
-        return F.div(self, self._lift(other))
+        return _op("div")(self, self._lift(other))
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return F.div(self._lift(other), self)
+        return _op("div")(self._lift(other), self)
 
     def __neg__(self) -> Tensor:
-        return F.neg(self)
+        return _op("neg")(self)
 
     def __pow__(self, exponent: float) -> Tensor:
-        return F.pow(self, exponent)
+        return _op("pow")(self, exponent)
 
     def __matmul__(self, other: Any) -> Tensor:
-        return F.matmul(self, self._lift(other))
+        return _op("matmul")(self, self._lift(other))
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        return F.matmul(self._lift(other), self)
+        return _op("matmul")(self._lift(other), self)
 
     def __getitem__(self, index: Any) -> Tensor:
-        return F.getitem(self, index)
+        return _op("getitem")(self, index)
 
     # --- methods ----------------------------------------------------------------------------------
     def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
-        return F.sum(self, axis=axis, keepdims=keepdims)
+        return _op("sum")(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
-        return F.mean(self, axis=axis, keepdims=keepdims)
+        return _op("mean")(self, axis=axis, keepdims=keepdims)
 
     def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
-        return F.max(self, axis=axis, keepdims=keepdims)
+        return _op("max")(self, axis=axis, keepdims=keepdims)
 
     def reshape(self, *shape: Any) -> Tensor:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return F.reshape(self, shape)
+        return _op("reshape")(self, shape)
 
     def transpose(self, *axes: int) -> Tensor:
-        return F.transpose(self, axes if axes else None)
+        return _op("transpose")(self, axes if axes else None)
 
     @property
     def T(self) -> Tensor:
-        return F.transpose(self, None)
+        return _op("transpose")(self, None)
 
     def exp(self) -> Tensor:
-        return F.exp(self)
+        return _op("exp")(self)
 
     def log(self) -> Tensor:
-        return F.log(self)
+        return _op("log")(self)
 
     def sqrt(self) -> Tensor:
-        return F.sqrt(self)
+        return _op("sqrt")(self)
 
     def relu(self) -> Tensor:
-        return F.relu(self)
+        return _op("relu")(self)
 
     def sigmoid(self) -> Tensor:
-        return F.sigmoid(self)
+        return _op("sigmoid")(self)
 
     def tanh(self) -> Tensor:
-        return F.tanh(self)
+        return _op("tanh")(self)
 
     def cast(self, fmt: FormatLike) -> Tensor:
         """This tensor in another format (the Cast op; its backward casts the gradient back)."""
-        return F.cast(self, fmt)
+        return _op("cast")(self, fmt)
 
 
 class Variable(Tensor):
@@ -284,10 +320,6 @@ def _rounded_copy(arr: np.ndarray, fmt: Format | None) -> np.ndarray:
     """A fresh carrier array holding ``arr`` rounded to ``fmt``."""
     carrier = carrier_dtype(fmt)
     if arr.dtype == np.float64 and carrier == np.float32 and fmt != FP32:
-        return _autograd.round_array(arr, fmt)  # once from the float64 bits
+        return round_array(arr, fmt)  # once from the float64 bits
     out = np.array(arr, dtype=carrier, copy=True)
-    return _autograd.round_array(out, fmt, out=out)
-
-
-from nn import autograd as _autograd  # noqa: E402  (the engine needs Tensor defined first)
-from nn import functions as F  # noqa: E402
+    return round_array(out, fmt, out=out)

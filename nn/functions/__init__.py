@@ -1,5 +1,8 @@
 """nn's ops: one ``Function`` subclass per op, forward and backward side by side, plus a
 functional wrapper for each (``nn.functions.add(a, b)``, ``nn.functions.softmax(x)``, ...).
+
+Importing this package registers the wrappers behind Tensor's operators (``a + b`` is
+``add(a, b)``): Tensor sits below the ops and never imports them.
 """
 
 from nn.functions.activations import (
@@ -60,6 +63,7 @@ from nn.functions.shape import (
     reshape,
     transpose,
 )
+from nn.tensor import register_ops
 
 __all__ = [
     "GELU", "Add", "BroadcastTo", "Cast", "Clip", "Div", "Dropout", "Erf", "Exp", "GetItem",
@@ -71,3 +75,9 @@ __all__ = [
     "mul", "neg", "pow", "relu", "relu_grad", "reshape", "sigmoid", "softmax", "sqrt", "sub",
     "sparse_softmax_cross_entropy", "sum", "tanh", "transpose",
 ]
+
+register_ops(
+    add=add, sub=sub, mul=mul, div=div, neg=neg, pow=pow, matmul=matmul, getitem=getitem,
+    sum=sum, mean=mean, max=max, reshape=reshape, transpose=transpose, exp=exp, log=log,
+    sqrt=sqrt, relu=relu, sigmoid=sigmoid, tanh=tanh, cast=cast,
+)

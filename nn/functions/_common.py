@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from nn.autograd import Context, round_array
+from nn.autograd import Context
+from nn.functions.cast import Cast
 from nn.policy import at_least_fp32
+from nn.rounding import round_array
 from nn.tensor import Tensor
 
 
-def finish(ctx: Context, out: np.ndarray, op: str) -> np.ndarray:
-    """``out`` (a fresh array from the op's arithmetic) rounded in place to ``ctx.fmt``."""
+def finish(ctx: Context, out: np.ndarray) -> np.ndarray:
+    """``out`` (a fresh array from the op's arithmetic) rounded in place to ``ctx.fmt``, at the
+    op's output site."""
     out = np.asarray(out)  # numpy returns scalars for 0-d operands
     inplace = out if out.dtype == (np.float64 if ctx.fmt is None else np.float32) else None
-    return round_array(out, ctx.fmt, site=ctx.site(op), out=inplace)
+    return round_array(out, ctx.fmt, site=ctx.output_site(), out=inplace)
 
 
 def widen(t: Tensor) -> Tensor:
@@ -21,8 +24,6 @@ def widen(t: Tensor) -> Tensor:
     fmt = at_least_fp32(t.fmt)
     if fmt is t.fmt or fmt == t.fmt:
         return t
-    from nn.functions.cast import Cast
-
     return Cast.apply(t, fmt=fmt)
 
 

@@ -9,11 +9,13 @@ fp16 probabilities, while ``Activation("softmax", dtype="float32")`` gives fp32 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
 
-from nn import _kernels, autograd
+from fpsim import Format
+from nn import _kernels, rounding
 from nn.autograd import Context, Function
 from nn.functions._common import constant, finish, widen
 from nn.functions.elementwise import erf
@@ -36,12 +38,12 @@ class ReLUGrad(Function):
     """g where y > 0 else 0 (exact: a selection) -- relu's backward, one numba pass."""
 
     @staticmethod
-    def output_format(*fmts: Any, **params: Any) -> Any:
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
         return fmts[0]
 
     @staticmethod
     def forward(ctx: Context, g: np.ndarray, y: np.ndarray) -> np.ndarray:
-        if autograd.KERNELS_ENABLED and g.shape == y.shape and g.dtype == y.dtype:
+        if rounding.KERNELS_ENABLED and g.shape == y.shape and g.dtype == y.dtype:
             g, y = np.ascontiguousarray(g), np.ascontiguousarray(y)
             out = np.empty_like(g)
             _kernels.relu_grad(g.reshape(-1), y.reshape(-1), out.reshape(-1))
@@ -58,13 +60,13 @@ class LeakyReLU(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, alpha: float = 0.01) -> np.ndarray:
-        ctx.alpha = alpha
-        return finish(ctx, np.where(a > 0, a, a * a.dtype.type(alpha)), "LeakyReLU")
+        ctx.saved["alpha"] = alpha
+        return finish(ctx, np.where(a > 0, a, a * a.dtype.type(alpha)))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         a = ctx.inputs[0].data
-        return grad * constant(np.where(a > 0, 1.0, ctx.alpha), grad)
+        return grad * constant(np.where(a > 0, 1.0, ctx.saved["alpha"]), grad)
 
 
 class Sigmoid(Function):
@@ -74,7 +76,7 @@ class Sigmoid(Function):
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         e = np.exp(-np.abs(a))
         out = np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
-        return finish(ctx, out, "Sigmoid")
+        return finish(ctx, out)
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -87,7 +89,7 @@ class Tanh(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
-        return finish(ctx, np.tanh(a), "Tanh")
+        return finish(ctx, np.tanh(a))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -106,7 +108,7 @@ class GELU(Function):
         cdf = np.empty_like(a, order="C")
         _kernels.erf(np.ascontiguousarray(a).reshape(-1) * a.dtype.type(1 / math.sqrt(2)),
                      cdf.reshape(-1))
-        return finish(ctx, a * (cdf + 1) * a.dtype.type(0.5), "GELU")
+        return finish(ctx, a * (cdf + 1) * a.dtype.type(0.5))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -127,14 +129,14 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
-        ctx.axis = axis
+        ctx.saved["axis"] = axis
         e = np.exp(a - np.max(a, axis=axis, keepdims=True))
-        return finish(ctx, e / np.sum(e, axis=axis, keepdims=True), "Softmax")
+        return finish(ctx, e / np.sum(e, axis=axis, keepdims=True))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         s, g = widen(ctx.output()), widen(grad)
-        return s * (g - (g * s).sum(axis=ctx.axis, keepdims=True))
+        return s * (g - (g * s).sum(axis=ctx.saved["axis"], keepdims=True))
 
 
 class LogSoftmax(Function):
@@ -142,13 +144,13 @@ class LogSoftmax(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
-        ctx.axis = axis
-        return finish(ctx, a - _logsumexp(a, axis), "LogSoftmax")
+        ctx.saved["axis"] = axis
+        return finish(ctx, a - _logsumexp(a, axis))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         out, g = widen(ctx.output()), widen(grad)
-        return g - out.exp() * g.sum(axis=ctx.axis, keepdims=True)
+        return g - out.exp() * g.sum(axis=ctx.saved["axis"], keepdims=True)
 
 
 class Dropout(Function):
@@ -156,12 +158,12 @@ class Dropout(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, mask: Any = None, scale: float = 1.0) -> np.ndarray:
-        ctx.mask, ctx.scale = mask, scale
-        return finish(ctx, a * (mask * a.dtype.type(scale)), "Dropout")
+        ctx.saved.update(mask=mask, scale=scale)
+        return finish(ctx, a * (mask * a.dtype.type(scale)))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        return Dropout.apply(grad, mask=ctx.mask, scale=ctx.scale)
+        return Dropout.apply(grad, **ctx.saved)
 
 
 def relu(a: Tensor) -> Tensor:
@@ -174,6 +176,9 @@ def relu_grad(g: Tensor, y: Tensor) -> Tensor:
 
 
 def leaky_relu(a: Tensor, alpha: float = 0.01) -> Tensor:
+    """a where a > 0, else alpha * a; ``alpha`` is a finite real number."""
+    if not isinstance(alpha, numbers.Real) or not math.isfinite(alpha):
+        raise ValueError(f"leaky_relu: alpha must be a finite real number, got {alpha!r}")
     return LeakyReLU.apply(a, alpha=float(alpha))
 
 

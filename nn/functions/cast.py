@@ -6,8 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from nn.autograd import Context, Function, needs_rounding, round_array
-from nn.policy import carrier_dtype, resolve_format
+from fpsim import Format
+from nn.autograd import Context, Function
+from nn.policy import FormatLike, carrier_dtype, resolve_format
+from nn.rounding import needs_rounding, round_array
 from nn.tensor import Tensor
 
 
@@ -20,25 +22,26 @@ class Cast(Function):
     """
 
     @staticmethod
-    def output_format(*fmts: Any, fmt: Any = None) -> Any:
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
+        fmt: Format | None = params.get("fmt")
         return fmt
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, fmt: Any = None) -> np.ndarray:
+    def forward(ctx: Context, x: np.ndarray, fmt: Format | None = None) -> np.ndarray:
         carrier = carrier_dtype(ctx.fmt)
         if x.dtype == carrier and not needs_rounding(ctx.inputs[0].fmt, ctx.fmt):
             return x
         return round_array(x.astype(carrier) if ctx.fmt is None else x, ctx.fmt,
-                           site=ctx.site("Cast"))
+                           site=ctx.output_site())
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         return grad
 
 
-def cast(x: Tensor, fmt: Any) -> Tensor:
+def cast(x: Tensor, fmt: FormatLike) -> Tensor:
     """``x`` in format ``fmt`` (a Format, a name, or "float64"); ``x`` itself if already there."""
-    target = resolve_format(fmt)
+    target = resolve_format(fmt, "cast: fmt")
     if target is x.fmt or target == x.fmt:
         return x
     return Cast.apply(x, fmt=target)

@@ -8,6 +8,7 @@ output format. Backwards are tensor ops, so their products round like any other 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ class Add(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return finish(ctx, np.add(a, b), "Add")
+        return finish(ctx, np.add(a, b))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -35,7 +36,7 @@ class Sub(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return finish(ctx, np.subtract(a, b), "Sub")
+        return finish(ctx, np.subtract(a, b))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -47,7 +48,7 @@ class Mul(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return finish(ctx, np.multiply(a, b), "Mul")
+        return finish(ctx, np.multiply(a, b))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -61,7 +62,7 @@ class Div(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return finish(ctx, np.divide(a, b), "Div")
+            return finish(ctx, np.divide(a, b))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -87,14 +88,14 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, exponent: float = 1.0) -> np.ndarray:
-        ctx.exponent = exponent
+        ctx.saved["exponent"] = exponent
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return finish(ctx, np.power(a, a.dtype.type(exponent)), "Pow")
+            return finish(ctx, np.power(a, a.dtype.type(exponent)))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         (a,) = ctx.inputs
-        p = ctx.exponent
+        p = ctx.saved["exponent"]
         return grad * (pow(a, p - 1.0) * p)
 
 
@@ -104,7 +105,7 @@ class Exp(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
-            return finish(ctx, np.exp(a), "Exp")
+            return finish(ctx, np.exp(a))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -117,7 +118,7 @@ class Log(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return finish(ctx, np.log(a), "Log")
+            return finish(ctx, np.log(a))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -130,7 +131,7 @@ class Sqrt(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return finish(ctx, np.sqrt(a), "Sqrt")
+            return finish(ctx, np.sqrt(a))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -144,7 +145,7 @@ class Erf(Function):
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         out = np.empty_like(a, order="C")
         _kernels.erf(np.ascontiguousarray(a).reshape(-1), out.reshape(-1))
-        return finish(ctx, out, "Erf")
+        return finish(ctx, out)
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -157,12 +158,12 @@ class Clip(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, lo: float = -np.inf, hi: float = np.inf) -> np.ndarray:
-        ctx.bounds = (lo, hi)
-        return finish(ctx, np.clip(a, lo, hi), "Clip")
+        ctx.saved.update(lo=lo, hi=hi)
+        return finish(ctx, np.clip(a, lo, hi))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        lo, hi = ctx.bounds
+        lo, hi = ctx.saved["lo"], ctx.saved["hi"]
         a = ctx.inputs[0].data
         return grad * constant((a >= lo) & (a <= hi), grad)
 
@@ -189,8 +190,11 @@ def neg(a: Tensor) -> Tensor:
 
 def pow(a: Tensor, exponent: Any) -> Tensor:  # noqa: A001 (the op's name)
     """a ** exponent, for a real-number exponent."""
-    if isinstance(exponent, Tensor) or not np.isscalar(exponent) or isinstance(exponent, bool):
-        raise TypeError(f"pow: the exponent must be a real number, got {exponent!r}")
+    if not isinstance(exponent, numbers.Real) or isinstance(exponent, (bool, np.bool_)):
+        raise TypeError(
+            f"pow: exponent must be a real number (int or float), got {exponent!r} "
+            f"of type {type(exponent).__name__}"
+        )
     return Pow.apply(a, exponent=float(exponent))
 
 
@@ -211,4 +215,7 @@ def erf(a: Tensor) -> Tensor:
 
 
 def clip(a: Tensor, lo: float, hi: float) -> Tensor:
+    """a clipped to [lo, hi] (rounded to a's format); lo <= hi."""
+    if not lo <= hi:
+        raise ValueError(f"clip: lo must be <= hi, got lo={lo!r}, hi={hi!r}")
     return Clip.apply(a, lo=lo, hi=hi)

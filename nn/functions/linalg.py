@@ -12,14 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from fpsim import FP32
-from nn import _kernels, autograd
-from nn.autograd import Context, Function, grad_site, round_array, round_params, use_kernel
+from fpsim import FP32, Format
+from nn import _kernels, rounding
+from nn.autograd import Context, Function, grad_site
 from nn.functions._common import finish, widen
 from nn.functions.activations import relu_grad
 from nn.functions.reductions import sum as reduce_sum
 from nn.functions.shape import transpose
 from nn.policy import carrier_dtype
+from nn.rounding import round_array, round_params, use_kernel
 from nn.tensor import Tensor
 
 _NO_BIAS = np.zeros(1, dtype=np.float32)
@@ -40,7 +41,8 @@ class MatMul(Function):
     """
 
     @staticmethod
-    def output_format(*fmts: Any, out_fmt: Any = "promote", site: Any = None) -> Any:
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
+        out_fmt = params.get("out_fmt", "promote")
         return Function.output_format(*fmts) if isinstance(out_fmt, str) else out_fmt
 
     @staticmethod
@@ -49,12 +51,12 @@ class MatMul(Function):
         with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is NaN, as in IEEE
             z = np.matmul(a, b)
         if site is None:
-            return finish(ctx, z, "MatMul")
+            return finish(ctx, z)
         inplace = z if z.dtype == carrier_dtype(ctx.fmt) else None
         return round_array(z, ctx.fmt, site=site, out=inplace)
 
     @staticmethod
-    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
         a, b = ctx.inputs
         g = widen(grad)  # fp32 accumulation; the engine rounds each result to its input's format
         need_a, need_b = ctx.needs_input_grad
@@ -70,26 +72,26 @@ class Linear(Function):
         ctx: Context, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
         relu: bool = False,
     ) -> np.ndarray:
-        ctx.relu = relu
+        ctx.saved["relu"] = relu
         with np.errstate(invalid="ignore", over="ignore"):
             z = np.matmul(x, w)
         if z.dtype == np.float32 and z.ndim == 2 and z.size > 0:
             # float32 needs no rounding: the kernel then only fuses bias + relu
             exact = ctx.fmt is FP32 or ctx.fmt == FP32
-            if (exact and autograd.KERNELS_ENABLED) or use_kernel(ctx.fmt):
+            if (exact and rounding.KERNELS_ENABLED) or use_kernel(ctx.fmt):
                 bias = b if b is not None else _NO_BIAS
-                p = _NO_ROUNDING if exact else round_params(ctx.fmt)
+                p = _NO_ROUNDING if exact or ctx.fmt is None else round_params(ctx.fmt)
                 _kernels.bias_act_round(z, bias, b is not None, relu, not exact, p)
                 return z
         if b is not None:
             z += b
-        z = finish(ctx, z, "Linear")
+        z = finish(ctx, z)
         return np.maximum(z, 0, out=z) if relu else z
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
         x, w = ctx.inputs[:2]
-        gz = relu_grad(grad, ctx.output()) if ctx.relu else grad
+        gz = relu_grad(grad, ctx.output()) if ctx.saved["relu"] else grad
         need = ctx.needs_input_grad
         # compute-format operands, fp32 accumulation, one rounding into x's / w's format
         grads: tuple[Tensor | None, ...] = (

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from fpsim import Format
 from nn.autograd import Context, Function
 from nn.functions._common import constant
 from nn.functions.activations import _logsumexp
@@ -22,21 +23,21 @@ class SparseSoftmaxCrossEntropy(Function):
     """loss[i] = logsumexp(z[i]) - z[i, labels[i]] for z (N, C), computed in fp32 (FP32 out)."""
 
     @staticmethod
-    def output_format(*fmts: Any, **params: Any) -> Any:
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
         return at_least_fp32(fmts[0])
 
     @staticmethod
     def forward(ctx: Context, z: np.ndarray, labels: Any = None) -> np.ndarray:
         rows = np.arange(z.shape[0])
         logp = z - _logsumexp(z, axis=1)
-        ctx.labels = labels
-        ctx.logp = logp
+        ctx.saved.update(labels=labels, logp=logp)
         return np.negative(logp[rows, labels])
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        delta = np.exp(ctx.logp)
-        delta[np.arange(len(ctx.labels)), ctx.labels] -= 1  # softmax - onehot, in fp32
+        labels = ctx.saved["labels"]
+        delta = np.exp(ctx.saved["logp"])
+        delta[np.arange(len(labels)), labels] -= 1  # softmax - onehot, in fp32
         return constant(delta, grad) * reshape(grad, (-1, 1))
 
 

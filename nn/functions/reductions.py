@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from fpsim import Format
 from nn.autograd import Context, Function
 from nn.functions._common import constant
 from nn.functions.shape import BroadcastTo
@@ -38,7 +39,7 @@ def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...
 
 class _Reduction(Function):
     @staticmethod
-    def output_format(*fmts: Any, **params: Any) -> Any:
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
         return at_least_fp32(fmts[0])
 
 
@@ -46,52 +47,54 @@ class Sum(_Reduction):
     """sum over ``axes`` in fp32; backward broadcasts the gradient."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, axes: tuple = (), keepdims: bool = False
+    def forward(ctx: Context, a: np.ndarray, axes: tuple[int, ...] = (), keepdims: bool = False
                 ) -> np.ndarray:
-        ctx.kept = _kept_shape(a.shape, axes)
+        ctx.saved["kept"] = _kept_shape(a.shape, axes)
         return np.asarray(a.sum(axis=axes, keepdims=keepdims))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        return BroadcastTo.apply(grad, shape=ctx.inputs[0].shape, kept=ctx.kept)
+        return BroadcastTo.apply(grad, shape=ctx.inputs[0].shape, kept=ctx.saved["kept"])
 
 
 class Mean(_Reduction):
     """mean over ``axes`` in fp32; backward broadcasts grad / n."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, axes: tuple = (), keepdims: bool = False
+    def forward(ctx: Context, a: np.ndarray, axes: tuple[int, ...] = (), keepdims: bool = False
                 ) -> np.ndarray:
-        ctx.kept = _kept_shape(a.shape, axes)
-        ctx.count = int(np.prod([a.shape[i] for i in axes])) if axes else 1
+        ctx.saved["kept"] = _kept_shape(a.shape, axes)
+        ctx.saved["count"] = int(np.prod([a.shape[i] for i in axes])) if axes else 1
         return np.asarray(np.mean(a, axis=axes, keepdims=keepdims)) if a.size else np.asarray(
             np.nan, dtype=a.dtype
         )
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        return BroadcastTo.apply(grad / float(ctx.count), shape=ctx.inputs[0].shape, kept=ctx.kept)
+        kept, count = ctx.saved["kept"], ctx.saved["count"]
+        return BroadcastTo.apply(grad / float(count), shape=ctx.inputs[0].shape, kept=kept)
 
 
 class Max(_Reduction):
     """max over ``axes``; the gradient is shared equally by the tied maxima."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, axes: tuple = (), keepdims: bool = False
+    def forward(ctx: Context, a: np.ndarray, axes: tuple[int, ...] = (), keepdims: bool = False
                 ) -> np.ndarray:
-        ctx.kept = _kept_shape(a.shape, axes)
+        ctx.saved["kept"] = _kept_shape(a.shape, axes)
         return np.asarray(np.max(a, axis=axes, keepdims=keepdims)).astype(a.dtype, copy=False)
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         a = ctx.inputs[0]
-        hit = a.data == ctx.out.reshape(ctx.kept)
-        count = hit.sum(axis=tuple(i for i, n in enumerate(ctx.kept) if n == 1), keepdims=True)
-        g = BroadcastTo.apply(grad, shape=a.shape, kept=ctx.kept)
+        kept = ctx.saved["kept"]
+        hit = a.data == ctx.out.reshape(kept)
+        count = hit.sum(axis=tuple(i for i, n in enumerate(kept) if n == 1), keepdims=True)
+        g = BroadcastTo.apply(grad, shape=a.shape, kept=kept)
         return (g * constant(hit, g)) / constant(count, g)
 
 
-def _reduce(cls: type, a: Tensor, axis: Axis, keepdims: bool) -> Tensor:
+def _reduce(cls: type[_Reduction], a: Tensor, axis: Axis, keepdims: bool) -> Tensor:
     if a.size == 0 and cls is Max:
         raise ValueError("max of an empty tensor")
     return cls.apply(a, axes=_normalize(axis, a.ndim), keepdims=bool(keepdims))

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from nn.autograd import Context, Function, is_grad_enabled, sum_to_shape
+from nn.autograd import Context, Function, is_grad_enabled
+from nn.rounding import sum_to_shape
 from nn.tensor import Tensor
 
 
@@ -14,7 +15,7 @@ class Reshape(Function):
     """The same values in a new shape."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, shape: tuple = ()) -> np.ndarray:
+    def forward(ctx: Context, a: np.ndarray, shape: tuple[int, ...] = ()) -> np.ndarray:
         try:
             return a.reshape(shape)
         except ValueError:
@@ -30,14 +31,15 @@ class Transpose(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axes: Any = None) -> np.ndarray:
-        ctx.axes = tuple(range(a.ndim))[::-1] if axes is None else tuple(axes)
-        if sorted(a_ % max(a.ndim, 1) for a_ in ctx.axes) != list(range(a.ndim)):
+        perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(axes)
+        ctx.saved["axes"] = perm
+        if sorted(a_ % max(a.ndim, 1) for a_ in perm) != list(range(a.ndim)):
             raise ValueError(f"axes {axes} are not a permutation of a {a.ndim}-d tensor's axes")
-        return np.transpose(a, ctx.axes)
+        return np.transpose(a, perm)
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        return transpose(grad, tuple(np.argsort(ctx.axes)))
+        return transpose(grad, tuple(np.argsort(ctx.saved["axes"])))
 
 
 class BroadcastTo(Function):
@@ -45,17 +47,20 @@ class BroadcastTo(Function):
     of a reduction); the engine sums the gradient back to the input's shape."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, shape: tuple = (), kept: Any = None) -> np.ndarray:
+    def forward(
+        ctx: Context, a: np.ndarray, shape: tuple[int, ...] = (), kept: Any = None
+    ) -> np.ndarray:
+        ctx.saved["kept"] = kept
         try:
-            ctx.kept = kept
             return np.broadcast_to(a if kept is None else a.reshape(kept), shape)
         except ValueError:
             raise ValueError(f"cannot broadcast a tensor of shape {a.shape} to {shape}") from None
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        if ctx.kept is not None and ctx.kept != ctx.inputs[0].shape:
-            return Tensor._make(sum_to_shape(grad.data, ctx.kept).reshape(ctx.inputs[0].shape),
+        kept = ctx.saved["kept"]
+        if kept is not None and kept != ctx.inputs[0].shape:
+            return Tensor._make(sum_to_shape(grad.data, kept).reshape(ctx.inputs[0].shape),
                                 grad.fmt)
         return grad
 
@@ -65,14 +70,14 @@ class GetItem(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, index: Any = None) -> np.ndarray:
-        ctx.index = index
+        ctx.saved["index"] = index
         return np.asarray(a[index])
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         a = ctx.inputs[0]
         full = np.zeros(a.shape, dtype=grad.data.dtype)
-        np.add.at(full, ctx.index, grad.data)
+        np.add.at(full, ctx.saved["index"], grad.data)
         return Tensor._make(full, grad.fmt)
 
 
@@ -87,6 +92,8 @@ def reshape(a: Tensor, shape: Any) -> Tensor:
     if shape == a.shape:
         return a
     if _untracked(a) and -1 not in shape:
+        if int(np.prod(shape)) != a.size:
+            raise ValueError(f"cannot reshape a tensor of shape {a.shape} into {shape}")
         return Tensor._make(a.data.reshape(shape), a.fmt)
     return Reshape.apply(a, shape=shape)
 
