@@ -29,6 +29,7 @@ from nn.autograd import no_grad
 from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
 from nn.policy import format_name
+from nn.registry import LOSSES
 from nn.tensor import Tensor
 from nn.training import (
     as_arrays,
@@ -43,6 +44,7 @@ from nn.training import (
 LossScaleArg = float | int | str | None
 
 
+@LOSSES.register
 class WeightedLoss(nn_losses.Loss):
     """``weight * loss(y_true, y_pred)`` in fp32, as Keras's ``compile(loss_weights=...)``.
 
@@ -63,8 +65,11 @@ class WeightedLoss(nn_losses.Loss):
         return self.inner.call(y_true, y_pred) * self.weight
 
     def get_config(self) -> dict[str, Any]:
-        return {"inner": {"class_name": type(self.inner).__name__,
-                          "config": self.inner.get_config()}, "weight": self.weight}
+        return {"inner": LOSSES.serialize(self.inner), "weight": self.weight}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> WeightedLoss:
+        return cls(LOSSES.deserialize(config["inner"]), config["weight"])
 
 
 class Model:
@@ -165,7 +170,8 @@ class Model:
     def fit(self, x: Any, y: Any, batch_size: int = 32, epochs: int = 1,
             validation_split: float = 0.0, validation_data: tuple[Any, Any] | None = None,
             shuffle: bool = True, seed: int | None = None, verbose: int = 1,
-            loss_scale: LossScaleArg = None, telemetry: bool = True) -> History:
+            loss_scale: LossScaleArg = None, telemetry: bool = True,
+            allow_nonfinite: bool = False) -> History:
         """Train for ``epochs`` more epochs; returns a ``History`` (also ``model.history``).
 
         - ``validation_split``: the last fraction of (x, y), taken before shuffling (Keras);
@@ -181,9 +187,15 @@ class Model:
           kernels).
         - ``verbose``: 0 silent, 1 a tqdm bar per epoch (loss, metrics, loss scale), 2 a line
           per epoch.
+        - ``allow_nonfinite``: by default a NaN or inf in x, y or the validation data raises
+          ValueError naming the array and the first bad index (one would turn every weight
+          NaN); True lets it through, for demonstrations of what it does.
         """
         self._require_compiled("fit()")
-        x, y = as_arrays(x, y, "fit")
+        if not isinstance(allow_nonfinite, (bool, np.bool_)):
+            raise TypeError(f"allow_nonfinite must be True or False, got {allow_nonfinite!r}")
+        finite = not allow_nonfinite
+        x, y = as_arrays(x, y, "fit", finite=finite)
         batch_size = check_positive_int("batch_size", batch_size)
         epochs = check_positive_int("epochs", epochs)
         if not (isinstance(validation_split, (int, float)) and 0 <= validation_split < 1):
@@ -192,7 +204,7 @@ class Model:
         if validation_data is not None:
             if not (isinstance(validation_data, (tuple, list)) and len(validation_data) == 2):
                 raise ValueError("validation_data must be a pair (x_val, y_val)")
-            x_val, y_val = as_arrays(*validation_data, "fit(validation_data)")
+            x_val, y_val = as_arrays(*validation_data, "fit(validation_data)", finite=finite)
         elif validation_split > 0:
             n_val = int(len(x) * validation_split)
             if n_val == 0 or n_val == len(x):
@@ -253,7 +265,7 @@ class Model:
         self._require_compiled("evaluate()")
         x, y = as_arrays(x, y, "evaluate")
         batch_size = check_positive_int("batch_size", batch_size)
-        metrics = [type(m)(name=m.name) for m in self.metrics]
+        metrics = [type(m).from_config(m.get_config()) for m in self.metrics]
         total = 0.0
         with no_grad():
             for i in range(0, len(x), batch_size):

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 import fpsim
+from nn.registry import OPTIMIZERS
 
 
 def _check_float(name: str, value: object, lo: float, hi: float, *, lo_open: bool = False,
@@ -223,11 +224,16 @@ class Optimizer:
         if variables is not None:
             self.build(variables)
         try:
-            iterations = int(state["iterations"])
+            iterations = state["iterations"]
             slots = list(state["slots"])
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{self.name}: not an optimizer state dict ({e!r}); expected keys "
                              "'iterations' and 'slots'") from None
+        if (isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer))
+                or iterations < 0):
+            raise ValueError(f"{self.name}: iterations must be an integer >= 0, got "
+                             f"{iterations!r}")
+        iterations = int(iterations)
         if not slots and iterations == 0:
             # saved before the first step: nothing was built, and fresh slots (zeros) are
             # exactly what that optimizer would have built
@@ -259,6 +265,7 @@ class Optimizer:
         return f"{type(self).__name__}({args})"
 
 
+@OPTIMIZERS.register(aliases=("sgd",))
 class SGD(Optimizer):
     """Stochastic gradient descent with optional (Nesterov) momentum; Keras's formulas.
 
@@ -293,6 +300,7 @@ class SGD(Optimizer):
         return super().get_config() | {"momentum": self.momentum, "nesterov": self.nesterov}
 
 
+@OPTIMIZERS.register(aliases=("rmsprop",))
 class RMSprop(Optimizer):
     """RMSprop; Keras's formulas (epsilon inside the square root).
 
@@ -339,6 +347,7 @@ class RMSprop(Optimizer):
                                        "epsilon": self.epsilon, "centered": self.centered}
 
 
+@OPTIMIZERS.register(aliases=("adam",))
 class Adam(Optimizer):
     """Adam; Keras's formulas (epsilon is "epsilon hat", added outside the square root).
 
@@ -377,13 +386,15 @@ class Adam(Optimizer):
                                        "epsilon": self.epsilon}
 
 
-_BY_NAME: dict[str, type[Optimizer]] = {"sgd": SGD, "rmsprop": RMSprop, "adam": Adam}
-
-
 def get(identifier: str | Optimizer) -> Optimizer:
-    """An optimizer from a name ("sgd", "rmsprop", "adam"; Keras defaults) or an instance."""
+    """An optimizer from a registered name ("sgd", "rmsprop", "adam", or a class name; Keras
+    defaults) or an instance (returned as it is)."""
     if isinstance(identifier, Optimizer):
         return identifier
-    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
-        return _BY_NAME[identifier.lower()]()
-    raise ValueError(f"unknown optimizer {identifier!r}; known names: {', '.join(_BY_NAME)}")
+    opt: Optimizer = OPTIMIZERS.get(identifier)
+    return opt
+
+
+def names() -> list[str]:
+    """Every name ``get`` accepts (class names and lower-case aliases), sorted."""
+    return OPTIMIZERS.names()
