@@ -143,7 +143,7 @@ def save_model(model: Model, path: str | os.PathLike) -> None:
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # the stub types one kwarg
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; np.save's files follow the umask
         os.replace(tmp, path)
     except BaseException:

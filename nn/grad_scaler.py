@@ -116,15 +116,17 @@ class GradScaler:
             found_inf = found_inf or not bool(np.isfinite(data).all())
             np.multiply(data, inv_scale, out=data, casting="unsafe")  # >= fp32, one rounding
             fmt = getattr(g, "fmt", None)
-            if _needs_rounding(fmt):
+            if fmt is not None and _needs_rounding(fmt):
                 np.copyto(data, fpsim.round(data, fmt))
         state["found_inf"] = found_inf if grads else None
         state["stage"] = _Stage.UNSCALED
 
     def step(self, optimizer: Optimizer) -> Any:
-        """``optimizer.step()`` unless its unscaled gradients held inf/NaN; returns its result."""
+        """``optimizer.step()`` unless its unscaled gradients held inf/NaN; returns None (nn
+        optimizers' ``step`` returns nothing)."""
         if not self._enabled:
-            return optimizer.step()
+            optimizer.step()
+            return None
         self._check_scaled("step()")
         state = self._opt_state(optimizer)
         if state["stage"] is _Stage.STEPPED:
@@ -134,9 +136,10 @@ class GradScaler:
         if state["found_inf"] is None:
             raise RuntimeError("no inf checks were recorded for this optimizer: none of its "
                                "params has a .grad; call backward() on the scaled loss first")
-        result = None if state["found_inf"] else optimizer.step()
+        if not state["found_inf"]:
+            optimizer.step()
         state["stage"] = _Stage.STEPPED
-        return result
+        return None
 
     def update(self, new_scale: float | None = None) -> None:
         """Update the scale for the next iteration (see the class rules)."""

@@ -50,10 +50,9 @@ def _count(name: str, value: object) -> int:
 
 
 def _factor(name: str, value: object, *, above_one: bool) -> float:
-    ok = (isinstance(value, (int, float, np.floating, np.integer))
-          and not isinstance(value, bool) and math.isfinite(float(value)))
-    if ok and (float(value) > 1 if above_one else 0 < float(value) < 1):
-        return float(value)
+    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+            and math.isfinite(v := float(value)) and (v > 1 if above_one else 0 < v < 1)):
+        return v
     allowed = "a finite number > 1" if above_one else "a number in (0, 1)"
     raise ValueError(f"{name} must be {allowed}, got {value!r}")
 
@@ -295,7 +294,7 @@ class LossScaleOptimizer:
         A Tensor gives a Tensor (in the same format, rounded to it), an array an array.
         """
         reciprocal = np.float32(1) / np.float32(self.loss_scale)  # tf.keras: 1/scale in float32
-        out = []
+        out: list[Any] = []
         for g in grads:
             if g is None:
                 out.append(None)
@@ -303,7 +302,7 @@ class LossScaleOptimizer:
             data = gradient_array(g)
             fmt = getattr(g, "fmt", None)
             new = _times(data, reciprocal)
-            if _needs_rounding(fmt):
+            if fmt is not None and _needs_rounding(fmt):
                 new = fpsim.round(new, fmt)
             out.append(_like(g, new, fmt))
         return out

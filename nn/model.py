@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
 from nn.policy import format_name
 from nn.registry import LOSSES
-from nn.tensor import Tensor
+from nn.tensor import Tensor, Variable
 from nn.training import (
     as_arrays,
     check_positive_int,
@@ -80,6 +80,18 @@ class Model:
     ...               metrics=["accuracy"])                        # doctest: +SKIP
     >>> history = model.fit(x, y, epochs=5, validation_split=0.1)  # doctest: +SKIP
     """
+
+    if TYPE_CHECKING:  # what a Model is mixed into provides these (e.g. nn.Layer)
+        name: str
+        built: bool
+
+        @property
+        def weights(self) -> list[Variable]: ...
+
+        @property
+        def trainable_variables(self) -> list[Variable]: ...
+
+        def __call__(self, x: Any, training: bool = False) -> Tensor: ...
 
     # --- compile ------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None,
@@ -201,6 +213,8 @@ class Model:
         if not (isinstance(validation_split, (int, float)) and 0 <= validation_split < 1):
             raise ValueError(f"validation_split must be a number in [0, 1), got "
                              f"{validation_split!r}")
+        x_val: np.ndarray | None
+        y_val: np.ndarray | None
         if validation_data is not None:
             if not (isinstance(validation_data, (tuple, list)) and len(validation_data) == 2):
                 raise ValueError("validation_data must be a pair (x_val, y_val)")
@@ -235,6 +249,7 @@ class Model:
             history.swamped_updates.append(inner.swamped_updates - swamped_before)
             if x_val is not None:
                 val = self.evaluate(x_val, y_val, batch_size=batch_size, return_dict=True)
+                assert isinstance(val, dict)
                 logs.update({f"val_{k}": v for k, v in val.items()})
             history.record_epoch(epoch, logs)
             self._epochs_trained = epoch + 1
@@ -285,7 +300,7 @@ class Model:
         """A table of the layers: name and type, output shape, parameters, compute and variable
         formats. Printed with ``print_fn`` (returning None, as Keras does); with
         ``print_fn=None`` the text is returned instead."""
-        layers = list(iter_layers(self)) if getattr(self, "layers", None) else [self]
+        layers: list[Any] = list(iter_layers(self)) if getattr(self, "layers", None) else [self]
         shapes = self._output_shapes(layers)
         rows = [("layer (type)", "output shape", "params", "compute", "variables")]
         total = 0

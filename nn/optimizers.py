@@ -41,10 +41,8 @@ from nn.registry import OPTIMIZERS
 
 def _check_float(name: str, value: object, lo: float, hi: float, *, lo_open: bool = False,
                  hi_open: bool = False) -> float:
-    ok_type = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(
-        value, bool)
-    if ok_type and math.isfinite(float(value)):
-        v = float(value)
+    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+            and math.isfinite(v := float(value))):
         above = v > lo if lo_open else v >= lo
         below = v < hi if hi_open else v <= hi
         if above and below:

@@ -160,7 +160,7 @@ def train_epoch(model: Any, x: np.ndarray, y: np.ndarray, batch_size: int, epoch
                    dynamic_ncols=True)
     try:
         for i in range(steps):
-            idx = slice(i * batch_size, (i + 1) * batch_size)
+            idx: slice | np.ndarray = slice(i * batch_size, (i + 1) * batch_size)
             if order is not None:
                 idx = order[idx]
             xb, yb = x[idx], y[idx]
