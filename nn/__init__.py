@@ -8,7 +8,7 @@ follow Keras dtype policies ("float32", "mixed_float16", "mixed_bfloat16", "floa
 from nn.tensor import Tensor, Variable  # noqa: I001  (first: the engine and the ops build on it)
 from nn.autograd import Function, is_grad_enabled, no_grad
 from nn.policy import Policy, global_policy, policy_scope, set_global_policy
-from nn import functions, layers, losses, metrics
+from nn import functions, layers, losses, metrics, registry
 from nn.layers import (
     Activation,
     Dense,
@@ -23,7 +23,7 @@ from nn.layers import (
 __all__ = [
     "Activation", "Dense", "Dropout", "Flatten", "Function", "Layer", "Policy", "ReLU",
     "Sequential", "Tensor", "Variable", "functions", "global_policy", "is_grad_enabled",
-    "layers", "losses", "metrics", "no_grad", "policy_scope", "set_global_policy",
+    "layers", "losses", "metrics", "no_grad", "registry", "policy_scope", "set_global_policy",
     "set_random_seed",
 ]
 

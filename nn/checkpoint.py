@@ -36,7 +36,6 @@ import os
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +47,11 @@ from nn.loss_scale import LossScaleOptimizer
 from nn.model import Model
 from nn.policy import format_name
 from nn.registry import LAYERS, LOSSES, METRICS, OPTIMIZERS
-from nn.training import iter_layers
+from nn.training import iter_layers, walk_layers
 
 FORMAT = "fpsim.nn.checkpoint"
 VERSION = 2
 READABLE_VERSIONS = (1, 2)
-
-
-def _walk(layer: Any) -> Iterator[Any]:
-    yield layer
-    for inner in getattr(layer, "layers", None) or []:
-        yield from _walk(inner)
 
 
 def _umask() -> int:
@@ -92,7 +85,7 @@ def save_model(model: Model, path: str | os.PathLike) -> None:
     weights = model.weights
     for i, var in enumerate(weights):
         arrays[f"weight_{i}"] = np.ascontiguousarray(var.data)
-    layers = list(_walk(model))
+    layers = list(walk_layers(model))
     config: dict[str, Any] = {
         "format": FORMAT, "version": VERSION,
         "architecture": _serialize(LAYERS, model, "model"),
@@ -232,7 +225,7 @@ def _build(config: dict[str, Any]) -> Any:
         builds = config["build"]
         if not isinstance(builds, dict):
             raise _Bad(f"build must be a mapping of layer names to build configs, got {builds!r}")
-        layers = {layer.name: layer for layer in _walk(model)}
+        layers = {layer.name: layer for layer in walk_layers(model)}
         unknown = sorted(set(builds) - set(layers))
         if unknown:
             raise _Bad(f"build configs name layers the architecture lacks: {unknown}")
@@ -262,7 +255,7 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
                        f"{meta['format']}, the architecture expects {var.name!r} "
                        f"{var.data.dtype}{var.shape} in {format_name(var.fmt)}")
         var.assign(arr)
-    layers = {layer.name: layer for layer in _walk(model)}
+    layers = {layer.name: layer for layer in walk_layers(model)}
     for name, state in config["layer_state"].items():
         if name not in layers:
             raise _Bad(f"layer_state names a layer the architecture lacks: {name!r}")

@@ -41,6 +41,13 @@ def iter_layers(model: Any) -> Iterator[Any]:
             yield layer
 
 
+def walk_layers(layer: Any) -> Iterator[Any]:
+    """``layer`` itself and every layer inside it, containers included (depth first)."""
+    yield layer
+    for inner in getattr(layer, "layers", None) or []:
+        yield from walk_layers(inner)
+
+
 def is_mixed_float16(model: Any) -> bool:
     """True if any layer computes in fp16 on fp32 variables (Keras's "mixed_float16")."""
     layers = list(iter_layers(model)) or [model]

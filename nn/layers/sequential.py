@@ -6,21 +6,15 @@ checked when a layer is added, so a checkpoint can name every weight without amb
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from nn.layers.base import Layer, deserialize, register, serialize
 from nn.model import Model
+from nn.training import walk_layers
 from nn.tensor import Tensor, Variable
-
-
-def _walk(layer: Layer) -> Iterator[Layer]:
-    """``layer`` and, for containers, every layer inside it (depth first)."""
-    yield layer
-    for inner in getattr(layer, "layers", None) or []:
-        yield from _walk(inner)
 
 
 @register
@@ -44,10 +38,10 @@ class Sequential(Layer, Model):
         """Append ``layer`` (checked: a Layer, not already in the model, a name not used)."""
         if not isinstance(layer, Layer):
             raise TypeError(f"Sequential takes Layer instances, got {layer!r}")
-        present = [inner for own in self.layers for inner in _walk(own)]
+        present = [inner for own in self.layers for inner in walk_layers(own)]
         ids = {id(p) for p in present}
         names = {p.name: p for p in present}
-        for new in _walk(layer):
+        for new in walk_layers(layer):
             if id(new) in ids or new is self:
                 raise ValueError(
                     f"layer '{new.name}' is already in model '{self.name}': a layer object can "
