@@ -13,8 +13,8 @@ import numpy as np
 
 from nn.layers.base import Layer, deserialize, register, serialize
 from nn.model import Model
-from nn.training import walk_layers
 from nn.tensor import Tensor, Variable
+from nn.training import walk_layers
 
 
 @register
