@@ -24,6 +24,7 @@ import numpy as np
 
 import fpsim
 from nn.optimizers import Optimizer, _needs_rounding, gradient_array
+from nn.optimizers import _check_count as _count
 
 
 def _positive_float32(name: str, value: object) -> np.float32:
@@ -41,12 +42,6 @@ def _positive_int(name: str, value: object) -> int:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1:
         return int(value)
     raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _count(name: str, value: object) -> int:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
-        return int(value)
-    raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
 
 
 def _factor(name: str, value: object, *, above_one: bool) -> float:
@@ -265,7 +260,7 @@ class LossScaleOptimizer:
 
     @iterations.setter
     def iterations(self, value: int) -> None:
-        self.inner_optimizer.iterations = int(value)
+        self.inner_optimizer.iterations = value  # validated by the optimizer
 
     @property
     def learning_rate(self) -> float:

@@ -51,6 +51,13 @@ def _check_float(name: str, value: object, lo: float, hi: float, *, lo_open: boo
     raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
 
 
+def _check_count(name: str, value: object) -> int:
+    """``value`` as an int if it is an integer >= 0 (not a bool), else a ValueError."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+
+
 def _needs_rounding(fmt: Any) -> bool:
     """True when values of ``fmt`` are a strict subset of the carrier's (fp16, bf16, fp8...)."""
     return fmt is not None and fmt != fpsim.FP32
@@ -80,8 +87,8 @@ class Optimizer:
 
     def __init__(self, learning_rate: float, *, params: Iterable[Any] | None = None,
                  name: str | None = None) -> None:
-        self.learning_rate = _check_float("learning_rate", learning_rate, 0.0, math.inf)
         self.name = name or type(self).__name__
+        self.learning_rate = learning_rate
         self.iterations = 0
         self.swamped_updates = 0
         self.swamped_counts: dict[str, int] = {}
@@ -95,6 +102,25 @@ class Optimizer:
                 raise ValueError(f"{self.name}: params= is an empty list; pass the variables "
                                  "to optimize (e.g. model.trainable_variables)")
             self.build(self.params)
+
+    # ---- validated attributes ------------------------------------------------------------
+    @property
+    def learning_rate(self) -> float:
+        """The step size, a finite number >= 0 (checked on every assignment)."""
+        return self._learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        self._learning_rate = _check_float("learning_rate", value, 0.0, math.inf)
+
+    @property
+    def iterations(self) -> int:
+        """Updates applied so far (Adam's bias correction uses it); an integer >= 0."""
+        return self._iterations
+
+    @iterations.setter
+    def iterations(self, value: int) -> None:
+        self._iterations = _check_count(f"{self.name}: iterations", value)
 
     # ---- variables and slots -------------------------------------------------------------
     @property
@@ -227,11 +253,7 @@ class Optimizer:
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{self.name}: not an optimizer state dict ({e!r}); expected keys "
                              "'iterations' and 'slots'") from None
-        if (isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer))
-                or iterations < 0):
-            raise ValueError(f"{self.name}: iterations must be an integer >= 0, got "
-                             f"{iterations!r}")
-        iterations = int(iterations)
+        iterations = _check_count(f"{self.name}: iterations", iterations)
         if not slots and iterations == 0:
             # saved before the first step: nothing was built, and fresh slots (zeros) are
             # exactly what that optimizer would have built

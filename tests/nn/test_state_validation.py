@@ -170,3 +170,16 @@ def test_fit_with_allow_nonfinite_trains_on_non_finite_data_and_the_weights_beco
     assert np.isnan(model.layers[0].kernel.data).any()
     with pytest.raises(TypeError, match="allow_nonfinite must be True or False"):
         model.fit(x, y, verbose=0, allow_nonfinite="yes")
+
+
+@pytest.mark.parametrize("attribute,value", [
+    ("iterations", -1), ("iterations", 2.0), ("learning_rate", -0.1),
+    ("learning_rate", math.nan),
+])
+def test_optimizer_setters_refuse_invalid_values_naming_the_attribute(attribute, value):
+    opt = nn.Adam()
+    wrapped = nn.LossScaleOptimizer(nn.Adam())
+    for target in (opt, wrapped):
+        with pytest.raises(ValueError, match=f"{attribute} must be"):
+            setattr(target, attribute, value)
+    assert opt.iterations == 0 and opt.learning_rate == 0.001
