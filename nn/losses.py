@@ -185,5 +185,5 @@ def get(identifier: str | Loss | Callable) -> Loss | Callable:
 
 
 def names() -> list[str]:
-    """Every name ``get`` accepts (class names and lower-case aliases), sorted."""
-    return LOSSES.names()
+    """The short names ``get`` accepts ("adam", ...; class names work too), sorted."""
+    return LOSSES.aliases()

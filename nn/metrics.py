@@ -85,5 +85,5 @@ def get(identifier: str | Accuracy) -> Accuracy:
 
 
 def names() -> list[str]:
-    """Every name ``get`` accepts, sorted."""
-    return METRICS.names()
+    """The short names ``get`` accepts ("adam", ...; class names work too), sorted."""
+    return METRICS.aliases()

@@ -416,5 +416,5 @@ def get(identifier: str | Optimizer) -> Optimizer:
 
 
 def names() -> list[str]:
-    """Every name ``get`` accepts (class names and lower-case aliases), sorted."""
-    return OPTIMIZERS.names()
+    """The short names ``get`` accepts ("adam", ...; class names work too), sorted."""
+    return OPTIMIZERS.aliases()

@@ -18,8 +18,8 @@ the registry, so no other file lists the classes (Keras's ``register_keras_seria
 ...         return cls(**config)
 >>> reg.deserialize(reg.serialize(Widget(3))).size
 3
->>> reg.get("w").size, reg.names()
-(1, ['Widget', 'w'])
+>>> reg.get("w").size, reg.names(), reg.aliases()
+(1, ['Widget', 'w'], ['w'])
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ class Registry:
     def names(self) -> list[str]:
         """Every name ``get`` accepts: class names and aliases, sorted."""
         return sorted([*self._entries, *self._aliases])
+
+    def aliases(self) -> list[str]:
+        """The lower-case short names ("adam", "mse", ...), sorted: what a CLI offers."""
+        return sorted(self._aliases)
 
     def classes(self) -> dict[str, Any]:
         """Class name -> registered class (aliases left out)."""
