@@ -5,7 +5,7 @@ output to its format and every gradient to the format of the tensor it belongs t
 follow Keras dtype policies ("float32", "mixed_float16", "mixed_bfloat16", "float16", ...).
 """
 
-from nn import functions, layers, losses, metrics
+from nn import functions, layers, losses, metrics, registry
 from nn.autograd import Function, is_grad_enabled, no_grad
 from nn.layers import (
     Activation,
@@ -23,7 +23,7 @@ from nn.tensor import Tensor, Variable
 __all__ = [
     "Activation", "Dense", "Dropout", "Flatten", "Function", "Layer", "Policy", "ReLU",
     "Sequential", "Tensor", "Variable", "functions", "global_policy", "is_grad_enabled",
-    "layers", "losses", "metrics", "no_grad", "policy_scope", "set_global_policy",
+    "layers", "losses", "metrics", "no_grad", "registry", "policy_scope", "set_global_policy",
     "set_random_seed",
 ]
 

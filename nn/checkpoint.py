@@ -3,20 +3,30 @@
 The file is an uncompressed numpy ``.npz`` (a zip whose members carry CRC-32 checksums) with:
 
 - ``config``: UTF-8 JSON (stored as a uint8 array, so loading never unpickles) holding the
-  format tag and version, the architecture (layer classes, names, policies, sizes), the name,
-  format and shape of every weight, the compile settings (loss, metrics), the optimizer's class,
-  config and counters, the loss-scale optimizer's config and state, and the training position
-  (``epochs_trained``: the next epoch's shuffle seed; the state of each seeded Dropout's
-  generator);
+  format tag and version, the architecture (``nn.layers.serialize``: each layer's registered
+  class name and ``get_config``), each layer's build config (the input shape of its first call)
+  and state (e.g. a Dropout generator's state), the name, format and shape of every weight, the
+  compile settings (loss and metrics, serialized through their registries), the optimizer's
+  class, config and counters, the loss-scale optimizer's config and state, and the training
+  position (``epochs_trained``: the next epoch's shuffle seed);
 - ``weight_<i>``: the weights in ``model.weights`` order, in their float32 carrier (their values
   lie in the variable format, so nothing is rounded on the way back);
 - ``slot_<i>_<name>``: the optimizer's slots, per variable in the optimizer's order.
 
-Resuming is bit-identical: weights, slots, ``iterations`` (Adam's bias correction), the loss
-scale and its growth counter, and the epoch count are all restored exactly.
+Nothing here names a concrete layer, optimizer, loss or metric: classes come from
+``nn.registry``, so a new registered class saves and loads with no edit to this file.
 
-``load_model`` reads and checks everything before it builds anything: a truncated, corrupt or
-foreign file, or one whose pieces disagree, raises ``ValueError`` and returns nothing.
+Resuming is bit-identical: weights, slots, ``iterations`` (Adam's bias correction), the loss
+scale and its growth counter, every Dropout's generator and the epoch count are all restored.
+
+``save`` refuses (ValueError, nothing written) what ``load_model`` could not rebuild: a loss,
+metric or layer whose class is not registered (e.g. a plain function as the loss: the optimizer
+state would be lost with it). ``load_model`` reads and checks everything before it builds
+anything: a truncated, corrupt or foreign file, one whose pieces disagree, or a field out of its
+range (e.g. ``iterations = -1``) raises ``ValueError`` naming it and returns nothing.
+
+Version 2 (this one) added build configs, layer states and registry-serialized metrics; a
+version 1 file (the previous format) is upgraded on load.
 """
 
 from __future__ import annotations
@@ -31,63 +41,68 @@ from typing import Any
 
 import numpy as np
 
-from nn import layers as nn_layers
-from nn import losses as nn_losses
-from nn import metrics as nn_metrics
-from nn import optimizers as nn_optimizers
+from nn.layers import Layer
+from nn.layers.initializers import restoring
 from nn.loss_scale import LossScaleOptimizer
-from nn.model import Model, WeightedLoss
+from nn.model import Model
 from nn.policy import format_name
-from nn.training import iter_layers
+from nn.registry import LAYERS, LOSSES, METRICS, OPTIMIZERS
+from nn.training import iter_layers, walk_layers
 
 FORMAT = "fpsim.nn.checkpoint"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
-_OPTIMIZERS = {"SGD": nn_optimizers.SGD, "RMSprop": nn_optimizers.RMSprop,
-               "Adam": nn_optimizers.Adam}
-_LOSSES = {"SparseCategoricalCrossentropy": nn_losses.SparseCategoricalCrossentropy,
-           "CategoricalCrossentropy": nn_losses.CategoricalCrossentropy,
-           "MeanSquaredError": nn_losses.MeanSquaredError}
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 # --- saving -------------------------------------------------------------------------------------
-def _loss_config(loss: Any) -> dict[str, Any] | None:
-    if isinstance(loss, WeightedLoss):
-        inner = _loss_config(loss.inner)
-        return None if inner is None else {"class_name": "WeightedLoss", "inner": inner,
-                                           "weight": loss.weight}
-    if type(loss).__name__ in _LOSSES and type(loss) is _LOSSES[type(loss).__name__]:
-        cfg = {k: v for k, v in loss.get_config().items() if k != "name"}
-        return {"class_name": type(loss).__name__, "config": cfg}
-    return None  # a plain callable: the loaded model has to be compiled again
+def _serialize(registry: Any, obj: Any, what: str) -> dict[str, Any]:
+    try:
+        out: dict[str, Any] = registry.serialize(obj)
+    except ValueError as e:
+        raise ValueError(f"save() cannot write this model: its {what} {obj!r:.60} cannot be "
+                         f"restored by load_model ({e}). Nothing was written; saving without "
+                         "it would lose the compile settings and the optimizer's state "
+                         "(slots, iterations, loss scale).") from None
+    return out
 
 
 def save_model(model: Model, path: str | os.PathLike) -> None:
     """Write ``model`` to ``path`` (exactly that name; written to a temporary file first and
-    renamed, so an interrupted save never leaves a half-written checkpoint)."""
-    if not isinstance(model, nn_layers.Sequential):
-        raise TypeError(f"save() supports nn.Sequential models, got {type(model).__name__}")
-    if model.layers and not all(layer.built for layer in iter_layers(model)):
+    renamed, so an interrupted save never leaves a half-written checkpoint). The file gets the
+    permissions of a new file under the user's umask, as ``np.save`` gives."""
+    if not (isinstance(model, Model) and isinstance(model, Layer)):
+        raise TypeError(f"save() supports nn models built from layers (e.g. nn.Sequential), "
+                        f"got {type(model).__name__}")
+    if getattr(model, "layers", None) and not all(layer.built for layer in iter_layers(model)):
         raise ValueError("save() needs a built model: call it on a batch (or fit) first")
     arrays: dict[str, np.ndarray] = {}
     weights = model.weights
     for i, var in enumerate(weights):
         arrays[f"weight_{i}"] = np.ascontiguousarray(var.data)
+    layers = list(walk_layers(model))
     config: dict[str, Any] = {
         "format": FORMAT, "version": VERSION,
-        "architecture": nn_layers.serialize(model),
+        "architecture": _serialize(LAYERS, model, "model"),
+        "built": bool(model.built),
+        "build": {layer.name: layer.get_build_config() for layer in layers
+                  if layer.get_build_config() is not None},
+        "layer_state": {layer.name: layer.state() for layer in layers
+                        if layer.state() is not None},
         "weights": [{"name": v.name, "format": format_name(v.fmt), "shape": list(v.shape)}
                     for v in weights],
         "compile": None, "optimizer": None, "loss_scale": None,
-        "training": {"epochs_trained": model.epochs_trained,
-                     "dropout_rng": {layer.name: layer._rng.bit_generator.state
-                                     for layer in iter_layers(model)
-                                     if isinstance(layer, nn_layers.Dropout)
-                                     and layer._rng is not None}},
+        "training": {"epochs_trained": model.epochs_trained},
     }
     if getattr(model, "loss", None) is not None:
-        config["compile"] = {"loss": _loss_config(model.loss),
-                             "metrics": [m.name for m in model.metrics]}
+        config["compile"] = {"loss": _serialize(LOSSES, model.loss, "loss"),
+                             "metrics": [_serialize(METRICS, m, "metric")
+                                         for m in model.metrics]}
         inner = model.inner_optimizer
         index = {id(v): i for i, v in enumerate(weights)}
         opt_vars = inner.variables
@@ -99,7 +114,7 @@ def save_model(model: Model, path: str | os.PathLike) -> None:
             for name, arr in slots.items():
                 arrays[f"slot_{i}_{name}"] = arr
         config["optimizer"] = {
-            "class_name": type(inner).__name__, "config": inner.get_config(),
+            **_serialize(OPTIMIZERS, inner, "optimizer"),
             "iterations": inner.iterations, "variables": [index[id(v)] for v in opt_vars],
             "slots": [sorted(s) for s in state["slots"]],
             "swamped_updates": inner.swamped_updates, "swamped_counts": inner.swamped_counts,
@@ -121,7 +136,8 @@ def save_model(model: Model, path: str | os.PathLike) -> None:
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # the stub types one kwarg
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; np.save's files follow the umask
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -131,6 +147,19 @@ def save_model(model: Model, path: str | os.PathLike) -> None:
 # --- loading ------------------------------------------------------------------------------------
 class _Bad(ValueError):
     pass
+
+
+def _count(field: str, value: Any) -> int:
+    """``value`` if it is an integer >= 0, else _Bad naming the field."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise _Bad(f"{field} must be an integer >= 0, got {value!r}")
+
+
+def _flag(field: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise _Bad(f"{field} must be true or false, got {value!r}")
 
 
 def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -153,45 +182,66 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         raise _Bad(f"its config is not valid JSON ({e})") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise _Bad(f"its config does not carry the format tag {FORMAT!r}")
-    if config.get("version") != VERSION:
-        raise _Bad(f"checkpoint version {config.get('version')!r}; this nn reads version "
-                   f"{VERSION}")
+    if config.get("version") not in READABLE_VERSIONS:
+        raise _Bad(f"checkpoint version {config.get('version')!r}; this nn reads versions "
+                   f"{', '.join(map(str, READABLE_VERSIONS))}")
+    if config["version"] == 1:
+        config = _upgrade_v1(config)
     return config, arrays
 
 
-def _build(config: dict[str, Any], weights_meta: list[dict[str, Any]]) -> Any:
-    """The model from its serialized architecture, with every Dense built from the saved kernel
-    shapes (drawing no random numbers: the weights come from the file)."""
-    model = nn_layers.deserialize(config)
-    shapes = {m["name"]: m["shape"] for m in weights_meta}
-    for layer in iter_layers(model):
-        if isinstance(layer, nn_layers.Dense):
-            kernel = shapes.get(f"{layer.name}/kernel")
-            if kernel is None:
-                continue  # saved before it was ever called: stays unbuilt
-            rng = layer._rng
-            layer._rng = np.random.default_rng(0)  # not the global generator
-            layer.build((None, int(kernel[0])))
-            layer.built = True
-            layer._rng = rng
+def _upgrade_v1(config: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 config in version 2's layout. Version 1 models were saved built, and their
+    only layers with weights kept a 2-D ``<layer>/kernel`` whose rows are the input width."""
+    config = dict(config)
+    build: dict[str, Any] = {}
+    for meta in config["weights"]:
+        layer, _, weight = meta["name"].rpartition("/")
+        if weight == "kernel":
+            build[layer] = {"input_shape": [None, int(meta["shape"][0])]}
+    config["build"] = build
+    config["built"] = True
+    training = dict(config["training"])
+    config["layer_state"] = {name: {"rng": state}
+                             for name, state in training.pop("dropout_rng", {}).items()}
+    config["training"] = training
+    comp = config.get("compile")
+    if comp is not None:
+        loss = comp["loss"]
+        if loss is not None and loss["class_name"] == "WeightedLoss":
+            loss = {"class_name": "WeightedLoss",
+                    "config": {"inner": loss["inner"], "weight": loss["weight"]}}
+        metrics = [METRICS.serialize(METRICS.get(m)) for m in comp["metrics"]]
+        config["compile"] = {"loss": loss, "metrics": metrics}
+    config["version"] = 2
+    return config
+
+
+def _build(config: dict[str, Any]) -> Any:
+    """The model from its serialized architecture, each layer built from its build config
+    (drawing no random numbers: the weights come from the file)."""
+    with restoring():
+        model = LAYERS.deserialize(config["architecture"])
+        builds = config["build"]
+        if not isinstance(builds, dict):
+            raise _Bad(f"build must be a mapping of layer names to build configs, got {builds!r}")
+        layers = {layer.name: layer for layer in walk_layers(model)}
+        unknown = sorted(set(builds) - set(layers))
+        if unknown:
+            raise _Bad(f"build configs name layers the architecture lacks: {unknown}")
+        for name, build in builds.items():
+            layers[name].build_from_config(build)
+    if _flag("built", config["built"]):
+        for layer in iter_layers(model):
+            layer.built = True  # layers without weights (Dropout, Flatten, ...) need no shape
+        model.built = True
     return model
 
 
-def _build_loss(cfg: dict[str, Any] | None) -> Any:
-    if cfg is None:
-        return None
-    if cfg["class_name"] == "WeightedLoss":
-        inner = _build_loss(cfg["inner"])
-        return None if inner is None else WeightedLoss(inner, cfg["weight"])
-    if cfg["class_name"] not in _LOSSES:
-        raise _Bad(f"unknown loss class {cfg['class_name']!r}")
-    return _LOSSES[cfg["class_name"]](**cfg["config"])
-
-
 def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
-    model = _build(config["architecture"], config["weights"])
-    if not isinstance(model, nn_layers.Sequential):
-        raise _Bad("the architecture is not a Sequential model")
+    model = _build(config)
+    if not isinstance(model, Model):
+        raise _Bad(f"the architecture is a {type(model).__name__}, not a model")
     weights = model.weights
     saved = config["weights"]
     if len(saved) != len(weights) or any(f"weight_{i}" not in arrays for i in range(len(saved))):
@@ -205,57 +255,60 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
                        f"{meta['format']}, the architecture expects {var.name!r} "
                        f"{var.data.dtype}{var.shape} in {format_name(var.fmt)}")
         var.assign(arr)
-    for layer in iter_layers(model):
-        state = config["training"]["dropout_rng"].get(layer.name)
-        if state is not None and isinstance(layer, nn_layers.Dropout) and layer._rng is not None:
-            layer._rng.bit_generator.state = state
-    model._epochs_trained = int(config["training"]["epochs_trained"])
+    layers = {layer.name: layer for layer in walk_layers(model)}
+    for name, state in config["layer_state"].items():
+        if name not in layers:
+            raise _Bad(f"layer_state names a layer the architecture lacks: {name!r}")
+        layers[name].set_state(state)
+    model._epochs_trained = _count("training.epochs_trained",
+                                   config["training"]["epochs_trained"])
 
     comp = config["compile"]
     if comp is None:
         return model
     opt_cfg = config["optimizer"]
-    if opt_cfg["class_name"] not in _OPTIMIZERS:
-        raise _Bad(f"unknown optimizer class {opt_cfg['class_name']!r}")
-    inner = _OPTIMIZERS[opt_cfg["class_name"]].from_config(opt_cfg["config"])
-    variables = [weights[i] for i in opt_cfg["variables"]]
+    inner = OPTIMIZERS.deserialize(opt_cfg)
+    variables = [weights[_count("optimizer.variables[]", i)] for i in opt_cfg["variables"]]
     slots = []
     for i, names in enumerate(opt_cfg["slots"]):
         try:
             slots.append({n: arrays[f"slot_{i}_{n}"] for n in names})
         except KeyError as e:
             raise _Bad(f"optimizer slot {e} is missing") from None
-    inner.load_state_dict({"iterations": opt_cfg["iterations"], "slots": slots}, variables)
-    inner.swamped_updates = int(opt_cfg["swamped_updates"])
-    inner.swamped_counts = {str(k): int(v) for k, v in opt_cfg["swamped_counts"].items()}
+    inner.load_state_dict({"iterations": _count("optimizer.iterations", opt_cfg["iterations"]),
+                           "slots": slots}, variables)
+    inner.swamped_updates = _count("optimizer.swamped_updates", opt_cfg["swamped_updates"])
+    inner.swamped_counts = {str(k): _count(f"optimizer.swamped_counts[{k!r}]", v)
+                            for k, v in opt_cfg["swamped_counts"].items()}
 
     ls = config["loss_scale"]
     scaler = None
     if ls is not None:
         scaler = LossScaleOptimizer(inner, initial_scale=ls["initial_scale"],
                                     dynamic_growth_steps=ls["dynamic_growth_steps"],
-                                    dynamic=ls["dynamic"])
-        scaler.load_state_dict({"loss_scale": ls["scale"], "dynamic_counter": ls["counter"],
-                                "skipped_steps": ls["skipped_steps"],
+                                    dynamic=_flag("loss_scale.dynamic", ls["dynamic"]))
+        scaler.load_state_dict({"loss_scale": ls["scale"],
+                                "dynamic_counter": _count("loss_scale.counter", ls["counter"]),
+                                "skipped_steps": _count("loss_scale.skipped_steps",
+                                                        ls["skipped_steps"]),
                                 "optimizer": inner.state_dict()})
-        scaler.last_step_skipped = bool(ls["last_step_skipped"])
-    loss = _build_loss(comp["loss"])
-    if loss is None:
-        return model  # the loss was a plain callable: compile again before fit
-    model.compile(scaler if scaler is not None and ls["compiled"] else inner, loss,
-                  metrics=[nn_metrics.get(m) for m in comp["metrics"]])
-    if scaler is not None and not ls["compiled"]:
-        key = ls["key"]
-        model._scaler, model._scaler_key = scaler, key
+        scaler.last_step_skipped = _flag("loss_scale.last_step_skipped", ls["last_step_skipped"])
+    loss = LOSSES.deserialize(comp["loss"])
+    compiled = _flag("loss_scale.compiled", ls["compiled"]) if ls is not None else False
+    model.compile(scaler if scaler is not None and compiled else inner, loss,
+                  metrics=[METRICS.deserialize(m) for m in comp["metrics"]])
+    if scaler is not None and not compiled:
+        model._scaler, model._scaler_key = scaler, ls["key"]
     return model
 
 
 def load_model(path: str | os.PathLike) -> Model:
-    """The model saved at ``path``: architecture, weights, and (if it was compiled) the loss,
-    metrics, optimizer with its slots and counters, and the loss-scale state.
+    """The model saved at ``path``: architecture, weights, layer states, and (if it was
+    compiled) the loss, metrics, optimizer with its slots and counters, and the loss-scale state.
 
     Raises ``FileNotFoundError`` if there is no file and ``ValueError`` (with the reason) for a
-    truncated, corrupt, foreign or inconsistent one; nothing is returned half-loaded.
+    truncated, corrupt, foreign or inconsistent one or a field out of range; nothing is
+    returned half-loaded.
     """
     path = Path(path)
     try:

@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn.loss_scale import DynamicLossScale, _factor, _positive_int, _scale_value
+from nn.loss_scale import (
+    DynamicLossScale,
+    _count,
+    _factor,
+    _positive_float32,
+    _positive_int,
+    _scale_value,
+)
 from nn.optimizers import Optimizer, _name_of, _needs_rounding
 
 
@@ -54,6 +61,7 @@ class GradScaler:
                  backoff_factor: float = 0.5, growth_interval: int = 2000,
                  enabled: bool = True) -> None:
         self._enabled = bool(enabled)
+        _positive_float32("init_scale", init_scale)  # named as the caller wrote it
         self._state = DynamicLossScale(init_scale, growth_interval, growth_factor,
                                        backoff_factor)
         self._ever_scaled = False
@@ -108,15 +116,17 @@ class GradScaler:
             found_inf = found_inf or not bool(np.isfinite(data).all())
             np.multiply(data, inv_scale, out=data, casting="unsafe")  # >= fp32, one rounding
             fmt = getattr(g, "fmt", None)
-            if _needs_rounding(fmt):
+            if fmt is not None and _needs_rounding(fmt):
                 np.copyto(data, fpsim.round(data, fmt))
         state["found_inf"] = found_inf if grads else None
         state["stage"] = _Stage.UNSCALED
 
     def step(self, optimizer: Optimizer) -> Any:
-        """``optimizer.step()`` unless its unscaled gradients held inf/NaN; returns its result."""
+        """``optimizer.step()`` unless its unscaled gradients held inf/NaN; returns None (nn
+        optimizers' ``step`` returns nothing)."""
         if not self._enabled:
-            return optimizer.step()
+            optimizer.step()
+            return None
         self._check_scaled("step()")
         state = self._opt_state(optimizer)
         if state["stage"] is _Stage.STEPPED:
@@ -126,9 +136,10 @@ class GradScaler:
         if state["found_inf"] is None:
             raise RuntimeError("no inf checks were recorded for this optimizer: none of its "
                                "params has a .grad; call backward() on the scaled loss first")
-        result = None if state["found_inf"] else optimizer.step()
+        if not state["found_inf"]:
+            optimizer.step()
         state["stage"] = _Stage.STEPPED
-        return result
+        return None
 
     def update(self, new_scale: float | None = None) -> None:
         """Update the scale for the next iteration (see the class rules)."""
@@ -140,7 +151,7 @@ class GradScaler:
             if isinstance(new_scale, bool) or not isinstance(
                     new_scale, (int, float, np.floating, np.integer)):
                 raise TypeError(f"new_scale must be a number, got {type(new_scale).__name__}")
-            self._state.set_scale(new_scale)
+            self._state.set_scale(new_scale, name="new_scale")
         else:
             found = [s["found_inf"] for s in self._per_optimizer.values()
                      if s["found_inf"] is not None]
@@ -198,8 +209,9 @@ class GradScaler:
             raise ValueError(f"GradScaler state dict lacks {missing}; expected keys {self._KEYS}")
         new = DynamicLossScale(1.0, state_dict["growth_interval"], state_dict["growth_factor"],
                                state_dict["backoff_factor"])
-        new.load_state_dict({"scale": state_dict["scale"],
-                             "counter": state_dict["_growth_tracker"]})
+        tracker = _count("_growth_tracker", state_dict["_growth_tracker"])
+        new._set_scale(state_dict["scale"], "scale", allow_zero=True)
+        new.counter = tracker
         self._state = new
 
     def __repr__(self) -> str:

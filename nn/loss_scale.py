@@ -24,6 +24,7 @@ import numpy as np
 
 import fpsim
 from nn.optimizers import Optimizer, _needs_rounding, gradient_array
+from nn.optimizers import _check_count as _count
 
 
 def _positive_float32(name: str, value: object) -> np.float32:
@@ -44,10 +45,9 @@ def _positive_int(name: str, value: object) -> int:
 
 
 def _factor(name: str, value: object, *, above_one: bool) -> float:
-    ok = (isinstance(value, (int, float, np.floating, np.integer))
-          and not isinstance(value, bool) and math.isfinite(float(value)))
-    if ok and (float(value) > 1 if above_one else 0 < float(value) < 1):
-        return float(value)
+    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+            and math.isfinite(v := float(value)) and (v > 1 if above_one else 0 < v < 1)):
+        return v
     allowed = "a finite number > 1" if above_one else "a number in (0, 1)"
     raise ValueError(f"{name} must be {allowed}, got {value!r}")
 
@@ -115,12 +115,25 @@ class DynamicLossScale:
         self.counter = 0
         return False
 
-    def set_scale(self, value: float) -> None:
-        """Overwrite the scale (rounded to float32); the counter is left as it is."""
-        with np.errstate(over="ignore"):
-            value32 = np.float32(value)
-        if not (np.isfinite(value32) and value32 >= 0):
-            raise ValueError(f"a loss scale must be finite and >= 0 in float32, got {value!r}")
+    def set_scale(self, value: float, name: str = "scale") -> None:
+        """Overwrite the scale (rounded to float32); the counter is left as it is.
+
+        The value must be finite and > 0 in float32 and lie in [min_scale, max_scale];
+        ``name`` is the argument the caller's user wrote, for the error message.
+        """
+        self._set_scale(value, name, allow_zero=False)
+
+    def _set_scale(self, value: object, name: str, allow_zero: bool) -> None:
+        if allow_zero and isinstance(value, (int, float, np.floating, np.integer)) \
+                and not isinstance(value, bool) and value == 0:
+            value32 = np.float32(0)
+        else:
+            value32 = _positive_float32(name, value)
+        lo, hi = self.min_scale, self.max_scale
+        if (lo is not None and value32 < lo) or (hi is not None and value32 > hi):
+            raise ValueError(f"{name} must lie in [min_scale, max_scale] = "
+                             f"[{None if lo is None else float(lo)}, "
+                             f"{None if hi is None else float(hi)}], got {value!r}")
         self._scale = value32
 
     def state_dict(self) -> dict[str, Any]:
@@ -128,19 +141,17 @@ class DynamicLossScale:
         return {"scale": self.scale, "counter": self.counter}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()`` output: ``scale`` as ``set_scale`` checks it (0 also, when
+        there is no ``min_scale``: backoff can underflow to it), ``counter``
+        an integer >= 0 (validated first; nothing changes on error)."""
         try:
-            scale, counter = state["scale"], int(state["counter"])
-        except (KeyError, TypeError, ValueError) as e:
+            scale, counter = state["scale"], state["counter"]
+        except (KeyError, TypeError) as e:
             raise ValueError(f"not a loss-scale state ({e!r}); expected keys 'scale', "
                              "'counter'") from None
-        if counter < 0:
-            raise ValueError(f"counter must be >= 0, got {counter}")
-        for bound, ok in ((self.min_scale, lambda b: float(scale) >= b),
-                          (self.max_scale, lambda b: float(scale) <= b)):
-            if bound is not None and not ok(bound):
-                raise ValueError(f"scale {scale} lies outside [min_scale, max_scale] = "
-                                 f"[{self.min_scale}, {self.max_scale}]")
-        self.set_scale(scale)
+        counter = _count("counter", counter)
+        # without a floor, repeated backoff can reach 0 (float32 underflow): a reachable state
+        self._set_scale(scale, "scale", allow_zero=self.min_scale is None)
         self.counter = counter
 
     def __repr__(self) -> str:
@@ -249,7 +260,7 @@ class LossScaleOptimizer:
 
     @iterations.setter
     def iterations(self, value: int) -> None:
-        self.inner_optimizer.iterations = int(value)
+        self.inner_optimizer.iterations = value  # validated by the optimizer
 
     @property
     def learning_rate(self) -> float:
@@ -278,7 +289,7 @@ class LossScaleOptimizer:
         A Tensor gives a Tensor (in the same format, rounded to it), an array an array.
         """
         reciprocal = np.float32(1) / np.float32(self.loss_scale)  # tf.keras: 1/scale in float32
-        out = []
+        out: list[Any] = []
         for g in grads:
             if g is None:
                 out.append(None)
@@ -286,7 +297,7 @@ class LossScaleOptimizer:
             data = gradient_array(g)
             fmt = getattr(g, "fmt", None)
             new = _times(data, reciprocal)
-            if _needs_rounding(fmt):
+            if fmt is not None and _needs_rounding(fmt):
                 new = fpsim.round(new, fmt)
             out.append(_like(g, new, fmt))
         return out
@@ -329,9 +340,9 @@ class LossScaleOptimizer:
         """Restore ``state_dict()`` output (validated first; nothing changes on error)."""
         try:
             scale_state = {"scale": state["loss_scale"], "counter": state["dynamic_counter"]}
-            skipped = int(state["skipped_steps"])
+            skipped = _count("skipped_steps", state["skipped_steps"])
             inner_state = state["optimizer"]
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError) as e:
             raise ValueError(f"not a LossScaleOptimizer state ({e!r}); expected keys "
                              "'loss_scale', 'dynamic_counter', 'skipped_steps', 'optimizer'"
                              ) from None

@@ -19,6 +19,7 @@ import numpy as np
 
 from nn import functions as F
 from nn.policy import at_least_fp32
+from nn.registry import LOSSES
 from nn.tensor import Tensor
 
 EPSILON = 1e-7  # probabilities are clipped to [EPSILON, 1 - EPSILON] before the log (Keras)
@@ -100,6 +101,13 @@ class Loss:
 
     name = "loss"
 
+    def __init__(self, name: str | None = None) -> None:
+        if name is not None:
+            if not (isinstance(name, str) and name):
+                raise ValueError(f"{type(self).__name__}: name must be a non-empty string or "
+                                 f"None, got {name!r}")
+            self.name = name
+
     def call(self, y_true: Any, y_pred: Any) -> Tensor:
         raise NotImplementedError
 
@@ -109,16 +117,25 @@ class Loss:
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name}
 
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Loss:
+        return cls(**config)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.get_config()})"
 
 
+@LOSSES.register(aliases=("sparse_categorical_crossentropy",))
 class SparseCategoricalCrossentropy(Loss):
     """Cross-entropy with integer labels; ``from_logits=True`` applies log_softmax (fp32)."""
 
     name = "sparse_categorical_crossentropy"
 
-    def __init__(self, from_logits: bool = False) -> None:
+    def __init__(self, from_logits: bool = False, name: str | None = None) -> None:
+        super().__init__(name)
+        if not isinstance(from_logits, (bool, np.bool_)):
+            raise TypeError(f"{type(self).__name__}: from_logits must be True or False, got "
+                            f"{from_logits!r}")
         self.from_logits = bool(from_logits)
 
     def call(self, y_true: Any, y_pred: Any) -> Tensor:
@@ -128,12 +145,17 @@ class SparseCategoricalCrossentropy(Loss):
         return {"name": self.name, "from_logits": self.from_logits}
 
 
+@LOSSES.register(aliases=("categorical_crossentropy",))
 class CategoricalCrossentropy(Loss):
     """Cross-entropy with one-hot targets; ``from_logits=True`` applies log_softmax (fp32)."""
 
     name = "categorical_crossentropy"
 
-    def __init__(self, from_logits: bool = False) -> None:
+    def __init__(self, from_logits: bool = False, name: str | None = None) -> None:
+        super().__init__(name)
+        if not isinstance(from_logits, (bool, np.bool_)):
+            raise TypeError(f"{type(self).__name__}: from_logits must be True or False, got "
+                            f"{from_logits!r}")
         self.from_logits = bool(from_logits)
 
     def call(self, y_true: Any, y_pred: Any) -> Tensor:
@@ -143,6 +165,7 @@ class CategoricalCrossentropy(Loss):
         return {"name": self.name, "from_logits": self.from_logits}
 
 
+@LOSSES.register(aliases=("mean_squared_error", "mse"))
 class MeanSquaredError(Loss):
     """Mean squared error (fp32)."""
 
@@ -152,18 +175,15 @@ class MeanSquaredError(Loss):
         return mean_squared_error(y_true, y_pred)
 
 
-_BY_NAME: dict[str, Callable[[], Loss]] = {
-    "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
-    "categorical_crossentropy": CategoricalCrossentropy,
-    "mean_squared_error": MeanSquaredError,
-    "mse": MeanSquaredError,
-}
-
-
 def get(identifier: str | Loss | Callable) -> Loss | Callable:
-    """A loss from a name (see ``_BY_NAME``), a Loss instance, or a callable."""
+    """A loss from a registered name (e.g. "sparse_categorical_crossentropy", "mse", or a class
+    name), a Loss instance, or a callable ``(y_true, y_pred) -> Tensor``."""
     if isinstance(identifier, Loss) or (callable(identifier) and not isinstance(identifier, str)):
         return identifier
-    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
-        return _BY_NAME[identifier.lower()]()
-    raise ValueError(f"unknown loss {identifier!r}; known: {', '.join(sorted(_BY_NAME))}")
+    loss: Loss = LOSSES.get(identifier)
+    return loss
+
+
+def names() -> list[str]:
+    """The short names ``get`` accepts ("adam", ...; class names work too), sorted."""
+    return LOSSES.aliases()

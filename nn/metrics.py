@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from nn.registry import METRICS
 from nn.tensor import Tensor
 
 
@@ -40,12 +41,26 @@ def accuracy(y_true: Any, y_pred: Any) -> float:
     return float(hits.mean()) if hits.size else 0.0
 
 
+_ACCURACY_NAMES = ("accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy")
+
+
+@METRICS.register(aliases=_ACCURACY_NAMES,
+                  alias_config={a: {"name": a} for a in _ACCURACY_NAMES})
 class Accuracy:
     """A running accuracy over batches: ``update_state``, ``result``, ``reset_state``."""
 
     def __init__(self, name: str = "accuracy") -> None:
+        if not (isinstance(name, str) and name):
+            raise ValueError(f"Accuracy: name must be a non-empty string, got {name!r}")
         self.name = name
         self.reset_state()
+
+    def get_config(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Accuracy:
+        return cls(**config)
 
     def reset_state(self) -> None:
         self.total = 0
@@ -61,10 +76,14 @@ class Accuracy:
 
 
 def get(identifier: str | Accuracy) -> Accuracy:
-    """A metric from a name ("accuracy", "acc", "sparse_categorical_accuracy", ...) or instance."""
+    """A metric from a registered name ("accuracy", "acc", "sparse_categorical_accuracy", ...)
+    or an instance (returned as it is)."""
     if isinstance(identifier, Accuracy):
         return identifier
-    names = ("accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy")
-    if isinstance(identifier, str) and identifier.lower() in names:
-        return Accuracy(name=identifier.lower())
-    raise ValueError(f"unknown metric {identifier!r}; known: {', '.join(names)}")
+    metric: Accuracy = METRICS.get(identifier)
+    return metric
+
+
+def names() -> list[str]:
+    """The short names ``get`` accepts ("adam", ...; class names work too), sorted."""
+    return METRICS.aliases()

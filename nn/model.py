@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,7 +29,8 @@ from nn.autograd import no_grad
 from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
 from nn.policy import format_name
-from nn.tensor import Tensor
+from nn.registry import LOSSES
+from nn.tensor import Tensor, Variable
 from nn.training import (
     as_arrays,
     check_positive_int,
@@ -43,6 +44,7 @@ from nn.training import (
 LossScaleArg = float | int | str | None
 
 
+@LOSSES.register
 class WeightedLoss(nn_losses.Loss):
     """``weight * loss(y_true, y_pred)`` in fp32, as Keras's ``compile(loss_weights=...)``.
 
@@ -63,8 +65,11 @@ class WeightedLoss(nn_losses.Loss):
         return self.inner.call(y_true, y_pred) * self.weight
 
     def get_config(self) -> dict[str, Any]:
-        return {"inner": {"class_name": type(self.inner).__name__,
-                          "config": self.inner.get_config()}, "weight": self.weight}
+        return {"inner": LOSSES.serialize(self.inner), "weight": self.weight}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> WeightedLoss:
+        return cls(LOSSES.deserialize(config["inner"]), config["weight"])
 
 
 class Model:
@@ -75,6 +80,18 @@ class Model:
     ...               metrics=["accuracy"])                        # doctest: +SKIP
     >>> history = model.fit(x, y, epochs=5, validation_split=0.1)  # doctest: +SKIP
     """
+
+    if TYPE_CHECKING:  # what a Model is mixed into provides these (e.g. nn.Layer)
+        name: str
+        built: bool
+
+        @property
+        def weights(self) -> list[Variable]: ...
+
+        @property
+        def trainable_variables(self) -> list[Variable]: ...
+
+        def __call__(self, x: Any, training: bool = False) -> Tensor: ...
 
     # --- compile ------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None,
@@ -165,7 +182,8 @@ class Model:
     def fit(self, x: Any, y: Any, batch_size: int = 32, epochs: int = 1,
             validation_split: float = 0.0, validation_data: tuple[Any, Any] | None = None,
             shuffle: bool = True, seed: int | None = None, verbose: int = 1,
-            loss_scale: LossScaleArg = None, telemetry: bool = True) -> History:
+            loss_scale: LossScaleArg = None, telemetry: bool = True,
+            allow_nonfinite: bool = False) -> History:
         """Train for ``epochs`` more epochs; returns a ``History`` (also ``model.history``).
 
         - ``validation_split``: the last fraction of (x, y), taken before shuffling (Keras);
@@ -181,18 +199,26 @@ class Model:
           kernels).
         - ``verbose``: 0 silent, 1 a tqdm bar per epoch (loss, metrics, loss scale), 2 a line
           per epoch.
+        - ``allow_nonfinite``: by default a NaN or inf in x, y or the validation data raises
+          ValueError naming the array and the first bad index (one would turn every weight
+          NaN); True lets it through, for demonstrations of what it does.
         """
         self._require_compiled("fit()")
-        x, y = as_arrays(x, y, "fit")
+        if not isinstance(allow_nonfinite, (bool, np.bool_)):
+            raise TypeError(f"allow_nonfinite must be True or False, got {allow_nonfinite!r}")
+        finite = not allow_nonfinite
+        x, y = as_arrays(x, y, "fit", finite=finite)
         batch_size = check_positive_int("batch_size", batch_size)
         epochs = check_positive_int("epochs", epochs)
         if not (isinstance(validation_split, (int, float)) and 0 <= validation_split < 1):
             raise ValueError(f"validation_split must be a number in [0, 1), got "
                              f"{validation_split!r}")
+        x_val: np.ndarray | None
+        y_val: np.ndarray | None
         if validation_data is not None:
             if not (isinstance(validation_data, (tuple, list)) and len(validation_data) == 2):
                 raise ValueError("validation_data must be a pair (x_val, y_val)")
-            x_val, y_val = as_arrays(*validation_data, "fit(validation_data)")
+            x_val, y_val = as_arrays(*validation_data, "fit(validation_data)", finite=finite)
         elif validation_split > 0:
             n_val = int(len(x) * validation_split)
             if n_val == 0 or n_val == len(x):
@@ -223,6 +249,7 @@ class Model:
             history.swamped_updates.append(inner.swamped_updates - swamped_before)
             if x_val is not None:
                 val = self.evaluate(x_val, y_val, batch_size=batch_size, return_dict=True)
+                assert isinstance(val, dict)
                 logs.update({f"val_{k}": v for k, v in val.items()})
             history.record_epoch(epoch, logs)
             self._epochs_trained = epoch + 1
@@ -253,7 +280,7 @@ class Model:
         self._require_compiled("evaluate()")
         x, y = as_arrays(x, y, "evaluate")
         batch_size = check_positive_int("batch_size", batch_size)
-        metrics = [type(m)(name=m.name) for m in self.metrics]
+        metrics = [type(m).from_config(m.get_config()) for m in self.metrics]
         total = 0.0
         with no_grad():
             for i in range(0, len(x), batch_size):
@@ -273,7 +300,7 @@ class Model:
         """A table of the layers: name and type, output shape, parameters, compute and variable
         formats. Printed with ``print_fn`` (returning None, as Keras does); with
         ``print_fn=None`` the text is returned instead."""
-        layers = list(iter_layers(self)) if getattr(self, "layers", None) else [self]
+        layers: list[Any] = list(iter_layers(self)) if getattr(self, "layers", None) else [self]
         shapes = self._output_shapes(layers)
         rows = [("layer (type)", "output shape", "params", "compute", "variables")]
         total = 0

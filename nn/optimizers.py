@@ -36,20 +36,26 @@ from typing import Any
 import numpy as np
 
 import fpsim
+from nn.registry import OPTIMIZERS
 
 
 def _check_float(name: str, value: object, lo: float, hi: float, *, lo_open: bool = False,
                  hi_open: bool = False) -> float:
-    ok_type = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(
-        value, bool)
-    if ok_type and math.isfinite(float(value)):
-        v = float(value)
+    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+            and math.isfinite(v := float(value))):
         above = v > lo if lo_open else v >= lo
         below = v < hi if hi_open else v <= hi
         if above and below:
             return v
     interval = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
     raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
+
+
+def _check_count(name: str, value: object) -> int:
+    """``value`` as an int if it is an integer >= 0 (not a bool), else a ValueError."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
 
 
 def _needs_rounding(fmt: Any) -> bool:
@@ -81,8 +87,8 @@ class Optimizer:
 
     def __init__(self, learning_rate: float, *, params: Iterable[Any] | None = None,
                  name: str | None = None) -> None:
-        self.learning_rate = _check_float("learning_rate", learning_rate, 0.0, math.inf)
         self.name = name or type(self).__name__
+        self.learning_rate = learning_rate
         self.iterations = 0
         self.swamped_updates = 0
         self.swamped_counts: dict[str, int] = {}
@@ -96,6 +102,25 @@ class Optimizer:
                 raise ValueError(f"{self.name}: params= is an empty list; pass the variables "
                                  "to optimize (e.g. model.trainable_variables)")
             self.build(self.params)
+
+    # ---- validated attributes ------------------------------------------------------------
+    @property
+    def learning_rate(self) -> float:
+        """The step size, a finite number >= 0 (checked on every assignment)."""
+        return self._learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        self._learning_rate = _check_float("learning_rate", value, 0.0, math.inf)
+
+    @property
+    def iterations(self) -> int:
+        """Updates applied so far (Adam's bias correction uses it); an integer >= 0."""
+        return self._iterations
+
+    @iterations.setter
+    def iterations(self, value: int) -> None:
+        self._iterations = _check_count(f"{self.name}: iterations", value)
 
     # ---- variables and slots -------------------------------------------------------------
     @property
@@ -223,11 +248,12 @@ class Optimizer:
         if variables is not None:
             self.build(variables)
         try:
-            iterations = int(state["iterations"])
+            iterations = state["iterations"]
             slots = list(state["slots"])
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{self.name}: not an optimizer state dict ({e!r}); expected keys "
                              "'iterations' and 'slots'") from None
+        iterations = _check_count(f"{self.name}: iterations", iterations)
         if not slots and iterations == 0:
             # saved before the first step: nothing was built, and fresh slots (zeros) are
             # exactly what that optimizer would have built
@@ -259,6 +285,7 @@ class Optimizer:
         return f"{type(self).__name__}({args})"
 
 
+@OPTIMIZERS.register(aliases=("sgd",))
 class SGD(Optimizer):
     """Stochastic gradient descent with optional (Nesterov) momentum; Keras's formulas.
 
@@ -293,6 +320,7 @@ class SGD(Optimizer):
         return super().get_config() | {"momentum": self.momentum, "nesterov": self.nesterov}
 
 
+@OPTIMIZERS.register(aliases=("rmsprop",))
 class RMSprop(Optimizer):
     """RMSprop; Keras's formulas (epsilon inside the square root).
 
@@ -339,6 +367,7 @@ class RMSprop(Optimizer):
                                        "epsilon": self.epsilon, "centered": self.centered}
 
 
+@OPTIMIZERS.register(aliases=("adam",))
 class Adam(Optimizer):
     """Adam; Keras's formulas (epsilon is "epsilon hat", added outside the square root).
 
@@ -377,13 +406,15 @@ class Adam(Optimizer):
                                        "epsilon": self.epsilon}
 
 
-_BY_NAME: dict[str, type[Optimizer]] = {"sgd": SGD, "rmsprop": RMSprop, "adam": Adam}
-
-
 def get(identifier: str | Optimizer) -> Optimizer:
-    """An optimizer from a name ("sgd", "rmsprop", "adam"; Keras defaults) or an instance."""
+    """An optimizer from a registered name ("sgd", "rmsprop", "adam", or a class name; Keras
+    defaults) or an instance (returned as it is)."""
     if isinstance(identifier, Optimizer):
         return identifier
-    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
-        return _BY_NAME[identifier.lower()]()
-    raise ValueError(f"unknown optimizer {identifier!r}; known names: {', '.join(_BY_NAME)}")
+    opt: Optimizer = OPTIMIZERS.get(identifier)
+    return opt
+
+
+def names() -> list[str]:
+    """The short names ``get`` accepts ("adam", ...; class names work too), sorted."""
+    return OPTIMIZERS.aliases()

@@ -41,6 +41,13 @@ def iter_layers(model: Any) -> Iterator[Any]:
             yield layer
 
 
+def walk_layers(layer: Any) -> Iterator[Any]:
+    """``layer`` itself and every layer inside it, containers included (depth first)."""
+    yield layer
+    for inner in getattr(layer, "layers", None) or []:
+        yield from walk_layers(inner)
+
+
 def is_mixed_float16(model: Any) -> bool:
     """True if any layer computes in fp16 on fp32 variables (Keras's "mixed_float16")."""
     layers = list(iter_layers(model)) or [model]
@@ -57,7 +64,21 @@ def check_positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
-def as_arrays(x: Any, y: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+def _check_finite(arr: np.ndarray, name: str, what: str) -> None:
+    if arr.dtype.kind in "fc":
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), arr.shape))
+            raise ValueError(
+                f"{what}: {name} holds a non-finite value ({arr[index]!r}) at index "
+                f"{index if len(index) > 1 else index[0]}; it would turn the weights into NaN. "
+                "Clean the data, or pass fit(..., allow_nonfinite=True) to train on it anyway")
+
+
+def as_arrays(x: Any, y: Any, what: str, *, finite: bool = False
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` as arrays with matching sample counts and floating-point ``x``; with
+    ``finite=True`` a NaN or inf in either raises ValueError naming it and its first index."""
     xa = np.asarray(x.data if isinstance(x, Tensor) else x)
     ya = np.asarray(y.data if isinstance(y, Tensor) else y)
     if xa.ndim < 1 or ya.ndim < 1:
@@ -71,6 +92,9 @@ def as_arrays(x: Any, y: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
     if xa.dtype.kind != "f":
         raise TypeError(f"{what}: x must be floating point, got dtype {xa.dtype}; convert it "
                         "first, e.g. x.astype('float32')")
+    if finite:
+        _check_finite(xa, "x", what)
+        _check_finite(ya, "y", what)
     return xa, ya
 
 
@@ -143,7 +167,7 @@ def train_epoch(model: Any, x: np.ndarray, y: np.ndarray, batch_size: int, epoch
                    dynamic_ncols=True)
     try:
         for i in range(steps):
-            idx = slice(i * batch_size, (i + 1) * batch_size)
+            idx: slice | np.ndarray = slice(i * batch_size, (i + 1) * batch_size)
             if order is not None:
                 idx = order[idx]
             xb, yb = x[idx], y[idx]

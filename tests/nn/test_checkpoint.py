@@ -7,7 +7,10 @@ bit (weights, optimizer slots, loss scale, step losses).
 from __future__ import annotations
 
 import json
+import os
+import stat
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -220,3 +223,135 @@ def test_saving_replaces_the_file_atomically(saved, data):
     model.save(saved)
     assert nn.load_model(saved).epochs_trained == 1
     assert [p.name for p in saved.parent.iterdir()] == [saved.name]
+
+
+# --- save never writes what load cannot read ------------------------------------
+def test_two_layers_with_one_name_are_refused_when_the_model_is_made():
+    with pytest.raises(ValueError, match="already has a layer named 'd'.*unique"):
+        nn.Sequential([nn.Dense(8, name="d"), nn.Dense(3, name="d")])
+    model = nn.Sequential([nn.Dense(8, name="d")])
+    with pytest.raises(ValueError, match="already has a layer named 'd'"):
+        model.add(nn.Sequential([nn.Dense(3, name="d")]))  # nested names count too
+    assert len(model.layers) == 1
+
+
+def test_one_layer_object_used_twice_is_refused_when_the_model_is_made():
+    d = nn.Dense(4)
+    with pytest.raises(ValueError, match=f"layer '{d.name}' is already in model.*shared"):
+        nn.Sequential([d, d])
+
+
+def test_a_metric_with_a_custom_name_saves_and_loads(data, tmp_path):
+    model = _model().compile("adam", CE(from_logits=True), [nn.metrics.Accuracy(name="my_acc")])
+    h = model.fit(*data, epochs=1, verbose=0)
+    assert "my_acc" in h.history
+    model.save(tmp_path / "m.npz")
+    loaded = nn.load_model(tmp_path / "m.npz")
+    assert [m.name for m in loaded.metrics] == ["my_acc"]
+    assert loaded.evaluate(*data, return_dict=True) == model.evaluate(*data, return_dict=True)
+
+
+def test_a_plain_callable_loss_is_refused_by_save_saying_the_optimizer_state_would_be_lost(
+        data, tmp_path):
+    model = _model().compile("adam", lambda yt, yp: CE(from_logits=True)(yt, yp))
+    model.fit(*data, epochs=1, verbose=0)
+    with pytest.raises(ValueError, match="loss .*optimizer's state"):
+        model.save(tmp_path / "m.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_loaded_from_a_checkpoint_with_dropout_saves_again(data, tmp_path):
+    model = _model(dropout=True)
+    model.fit(*data, epochs=1, verbose=0)
+    model.save(tmp_path / "a.npz")
+    loaded = nn.load_model(tmp_path / "a.npz")
+    loaded.save(tmp_path / "b.npz")
+    again = nn.load_model(tmp_path / "b.npz")
+    np.testing.assert_array_equal(again.predict(data[0]), model.predict(data[0]))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_resume_with_an_unseeded_dropout_is_bit_identical_to_an_uninterrupted_run(
+        data, tmp_path, policy):
+    x, y = data
+
+    def make():
+        nn.set_random_seed(11)
+        with nn.policy_scope(policy):
+            model = nn.Sequential([nn.Dense(24, activation="relu"), nn.Dropout(0.3),
+                                   nn.Dense(10)])
+        return model.compile("adam", CE(from_logits=True))
+
+    straight = make()
+    h_straight = straight.fit(x, y, batch_size=32, epochs=3, seed=4, verbose=0)
+    first = make()
+    first.fit(x, y, batch_size=32, epochs=1, seed=4, verbose=0)
+    first.save(tmp_path / "ck.npz")
+    nn.set_random_seed(999)  # the global generator moves on; the dropout masks must not
+    resumed = nn.load_model(tmp_path / "ck.npz")
+    h_resumed = resumed.fit(x, y, batch_size=32, epochs=2, seed=4, verbose=0)
+    assert _same(straight.get_weights(), resumed.get_weights())
+    assert h_straight.step_loss[-len(h_resumed.step_loss):] == h_resumed.step_loss
+    assert h_straight.step_loss_scale[-len(h_resumed.step_loss_scale):] == \
+        h_resumed.step_loss_scale
+    if policy == "mixed_float16":
+        assert resumed.loss_scale_optimizer.dynamic
+
+
+@pytest.mark.parametrize("field,value", [
+    (("optimizer", "iterations"), -1), (("optimizer", "iterations"), 1.5),
+    (("optimizer", "swamped_updates"), -3), (("training", "epochs_trained"), -1),
+    (("loss_scale", "skipped_steps"), -7), (("loss_scale", "counter"), -1),
+    (("loss_scale", "scale"), 0.5), (("loss_scale", "scale"), float("nan")),
+])
+def test_a_checkpoint_field_out_of_range_is_refused_naming_it(saved, tmp_path, field, value):
+    def edit(c):
+        c[field[0]][field[1]] = value
+
+    with pytest.raises(ValueError, match=f"{field[1]}.*{value}"):
+        nn.load_model(_rewrite(saved, tmp_path / "bad.npz", edit_config=edit))
+
+
+def test_a_slot_of_the_wrong_shape_is_refused(saved, tmp_path):
+    bad = _rewrite(saved, tmp_path / "s.npz", replace={"slot_0_momentum": np.zeros(3, np.float32)})
+    with pytest.raises(ValueError, match="slot 'momentum'"):
+        nn.load_model(bad)
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_checkpoints_get_the_permissions_of_the_users_umask(tmp_path, umask, mode):
+    model = nn.Sequential([nn.Dense(2)])
+    model(np.ones((1, 2), np.float32))
+    old = os.umask(umask)
+    try:
+        model.save(tmp_path / "m.npz")
+        np.save(tmp_path / "oracle.npy", np.zeros(1))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "m.npz").stat().st_mode) == mode
+    assert stat.S_IMODE((tmp_path / "oracle.npy").stat().st_mode) == mode
+
+
+def test_a_version_1_checkpoint_loads_and_predicts_as_it_was_saved():
+    """tests/nn/data/checkpoint_v1.npz was written by the previous format (version 1): mixed
+    fp16 Dense/seeded Dropout/Dense, a weighted loss, Adam with a dynamic loss scale after 8
+    steps; the _expected file holds the data, its predictions and the weights then."""
+    here = Path(__file__).parent / "data"
+    model = nn.load_model(here / "checkpoint_v1.npz")
+    with np.load(here / "checkpoint_v1_expected.npz") as z:
+        expected = {k: z[k] for k in z.files}
+    assert _same(model.get_weights(), [expected[f"arr_{i}"] for i in range(4)])
+    np.testing.assert_array_equal(model.predict(expected["x"]), expected["pred"])
+    assert model.inner_optimizer.iterations == 8
+    assert model.loss_scale_optimizer.loss_scale == 16384.0
+    assert isinstance(model.loss, nn.WeightedLoss) and model.loss.weight == 4.0
+    assert [m.name for m in model.metrics] == ["accuracy"]
+    model.fit(expected["x"], expected["y"], batch_size=8, epochs=1, verbose=0, seed=2)
+
+
+def test_a_version_0_file_gets_a_clear_error_naming_the_readable_versions(saved, tmp_path):
+    def old(c):
+        c["version"] = 0
+
+    with pytest.raises(ValueError, match="version 0; this nn reads versions 1, 2"):
+        nn.load_model(_rewrite(saved, tmp_path / "v0.npz", edit_config=old))

@@ -200,7 +200,7 @@ def test_backward_of_a_non_scalar_without_a_gradient_raises():
 def test_invalid_layer_arguments_raise():
     with pytest.raises(ValueError, match="positive integer"):
         nn.Dense(0)
-    with pytest.raises(ValueError, match=r"rate must be in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"rate must be a finite number in \[0, 1\)"):
         nn.Dropout(1.0)
     with pytest.raises(ValueError, match="unknown initializer"):
         nn.Dense(2, kernel_initializer="orthogonal_ish")

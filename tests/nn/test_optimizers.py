@@ -175,7 +175,7 @@ def test_get_by_name_and_unknown_name_lists_known_ones():
     assert isinstance(get("Adam"), Adam) and isinstance(get("sgd"), SGD)
     opt = RMSprop()
     assert get(opt) is opt
-    with pytest.raises(ValueError, match="sgd, rmsprop, adam"):
+    with pytest.raises(ValueError, match="known: .*adam.*rmsprop.*sgd"):
         get("adagrad")
 
 

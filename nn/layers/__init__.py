@@ -1,0 +1,50 @@
+"""Keras-style layers under dtype policies: Layer, Dense, Activation, ReLU, Flatten, Dropout,
+Sequential.
+
+Every layer has a policy (``dtype=``: a Policy or policy name; default: the global policy when
+the layer is created). Calling a layer casts its input to the policy's compute format (a Cast
+op, so the gradient is cast back), creates the weights on the first call from the input's
+shape, and reads each variable (stored in the variable format, e.g. fp32 master weights under
+"mixed_float16") through a Cast into the compute format.
+
+The package: ``base`` (Layer, the layer registry, serialize/deserialize), ``initializers``
+(random generator, initializers, activations by name), ``core`` (the layers), ``sequential``.
+A new layer registers itself with ``@nn.layers.register``; ``names()`` lists the registered.
+
+>>> with nn.policy_scope("mixed_float16"):
+...     model = Sequential([Dense(64, activation="relu"), Dense(10),
+...                         Activation("softmax", dtype="float32")])
+>>> model(np.ones((2, 8), np.float32)).fmt.name   # the last layer computes in fp32
+'float32'
+"""
+
+from __future__ import annotations
+
+from nn.layers.base import Layer, deserialize, register, serialize
+from nn.layers.core import Activation, Dense, Dropout, Flatten, ReLU
+from nn.layers.initializers import (
+    INITIALIZERS,
+    get_activation,
+    get_initializer,
+    set_random_seed,
+)
+from nn.layers.sequential import Sequential
+from nn.registry import LAYERS
+
+
+def get(name: str) -> type[Layer]:
+    """The layer class registered under ``name`` (e.g. "Dense")."""
+    cls: type[Layer] = LAYERS.get_class(name)
+    return cls
+
+
+def names() -> list[str]:
+    """The registered layer class names, sorted."""
+    return LAYERS.names()
+
+
+__all__ = [
+    "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Layer", "ReLU", "Sequential",
+    "deserialize", "get", "get_activation", "get_initializer", "names", "register", "serialize",
+    "set_random_seed",
+]

@@ -1,0 +1,233 @@
+"""``Layer``: the base of every layer (name, dtype policy, weights made on the first call,
+config and build config for checkpoints), plus ``serialize``/``deserialize`` through the layer
+registry.
+
+A new layer joins the registry with one decorator, ``@nn.layers.register``, where it is
+defined; ``nn.load_model`` then rebuilds it from ``get_config`` and ``get_build_config`` with
+no edit anywhere else.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from nn import functions as F
+from nn import sites
+from nn.autograd import name_scope
+from nn.layers.initializers import get_initializer, global_generator
+from nn.policy import Policy, as_policy, format_name
+from nn.registry import LAYERS
+from nn.tensor import Tensor, Variable
+
+register = LAYERS.register
+
+_NAME_COUNTS: dict[str, int] = {}
+
+
+def _unique_name(base: str) -> str:
+    n = _NAME_COUNTS.get(base, 0)
+    _NAME_COUNTS[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
+def check_number(layer: str, name: str, value: object, *, lo: float = -math.inf,
+                 hi: float = math.inf, lo_open: bool = False, hi_open: bool = False) -> float:
+    """``value`` as a float if it is a finite real number in the interval, else a ValueError
+    naming the layer class, the argument, the value and the allowed interval."""
+    if (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+            and math.isfinite(float(value))):
+        v = float(value)
+        if (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi):
+            return v
+    interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    raise ValueError(f"{layer}: {name} must be a finite number in {interval}, got {value!r}")
+
+
+def check_seed(layer: str, seed: object) -> int | None:
+    """None or a non-negative integer, else a ValueError naming ``seed``."""
+    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
+                        and seed >= 0):
+        return None if seed is None else int(seed)
+    raise ValueError(f"{layer}: seed must be None or an integer >= 0, got {seed!r}")
+
+
+class Layer:
+    """Base layer: a name, a dtype policy, weights made on the first call, ``trainable_variables``.
+
+    Subclasses implement ``build(input_shape)`` (create weights with ``add_weight``) and
+    ``call(x, training)`` on a Tensor already in the compute format; ``check_input`` may reject
+    shapes with a ValueError that names the layer and both shapes. ``get_config`` returns the
+    constructor arguments; the input shape of the first call is the build config, so a
+    checkpoint can rebuild the weights' shapes without drawing random numbers.
+    """
+
+    def __init__(
+        self, name: str | None = None, dtype: Policy | str | None = None, trainable: bool = True
+    ) -> None:
+        if name is not None and not (isinstance(name, str) and name):
+            raise ValueError(f"{type(self).__name__}: name must be a non-empty string or None, "
+                             f"got {name!r}")
+        base = re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
+        self.name = name if name is not None else _unique_name(base)
+        self.policy = as_policy(dtype)
+        self.trainable = bool(trainable)
+        self.built = False
+        self._build_input_shape: tuple[int | None, ...] | None = None
+        self._weights: list[Variable] = []
+
+    # --- formats ----------------------------------------------------------------------------------
+    @property
+    def dtype_policy(self) -> Policy:
+        return self.policy
+
+    @property
+    def compute_format(self) -> Any:
+        return self.policy.compute_format
+
+    @property
+    def variable_format(self) -> Any:
+        return self.policy.variable_format
+
+    # --- weights ----------------------------------------------------------------------------------
+    def add_weight(
+        self, name: str, shape: tuple[int, ...], initializer: str | Callable = "zeros",
+        trainable: bool = True, rng: np.random.Generator | None = None,
+    ) -> Variable:
+        """A Variable in the variable format, initialised (in float64, then rounded once)."""
+        gen = global_generator() if rng is None else rng
+        values = np.asarray(get_initializer(initializer)(tuple(shape), gen), float)
+        var = Variable(values, fmt=self.variable_format, name=f"{self.name}/{name}",
+                       trainable=trainable and self.trainable)
+        self._weights.append(var)
+        return var
+
+    @property
+    def weights(self) -> list[Variable]:
+        return list(self._weights)
+
+    @property
+    def variables(self) -> list[Variable]:
+        return self.weights
+
+    @property
+    def trainable_variables(self) -> list[Variable]:
+        return [v for v in self.weights if v.trainable] if self.trainable else []
+
+    @property
+    def non_trainable_variables(self) -> list[Variable]:
+        trainable = {id(v) for v in self.trainable_variables}
+        return [v for v in self.weights if id(v) not in trainable]
+
+    def get_weights(self) -> list[np.ndarray]:
+        return [v.numpy() for v in self.weights]
+
+    def set_weights(self, weights: Iterable[Any]) -> None:
+        weights = list(weights)
+        if len(weights) != len(self.weights):
+            raise ValueError(f"layer '{self.name}' has {len(self.weights)} weights, "
+                             f"got {len(weights)} arrays")
+        for var, value in zip(self.weights, weights, strict=True):
+            var.assign(value)
+
+    def read(self, var: Variable) -> Tensor:
+        """``var`` in the compute format (a Cast; the variable itself if the formats agree)."""
+        t = F.cast(var, self.compute_format)
+        if t is not var:
+            t.grad_site = sites.weight_grad(var.name) if var.name else None
+        return t
+
+    # --- calling ----------------------------------------------------------------------------------
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
+        """Create the weights for inputs of ``input_shape`` (batch first, may be None)."""
+
+    def check_input(self, x: Tensor) -> None:
+        """Raise a ValueError naming the layer and both shapes if ``x`` does not fit."""
+
+    def call(self, x: Tensor, training: bool = False) -> Tensor:
+        raise NotImplementedError
+
+    def _as_input(self, x: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            arr = np.asarray(x)
+            if arr.dtype.kind != "f":
+                raise TypeError(
+                    f"layer '{self.name}' expects floating-point input, got an array of dtype "
+                    f"{arr.dtype}; convert it first, e.g. x.astype('float32')"
+                )
+            x = Tensor(arr)
+        return F.cast(x, self.compute_format)
+
+    def _build_once(self, input_shape: tuple[int | None, ...]) -> None:
+        if not self.built:
+            self.build(input_shape)
+            self._build_input_shape = (None, *input_shape[1:])
+            self.built = True
+
+    def __call__(self, x: Any, training: bool = False) -> Tensor:
+        """Cast ``x`` to the compute format, build on the first call, run ``call``."""
+        x = self._as_input(x)
+        if not self.built:
+            if x.ndim < 1:
+                raise ValueError(f"layer '{self.name}' needs batched input, got a scalar")
+            self._build_once(x.shape)
+        self.check_input(x)
+        with name_scope(self.name):
+            y = self.call(x, training=training)
+        if y is not x:
+            y.grad_site = sites.activation_grad(self.name)
+        return y
+
+    # --- configuration (for checkpoints) ------------------------------------------------------
+    def get_config(self) -> dict[str, Any]:
+        """The constructor arguments as plain JSON-able values (Keras style)."""
+        return {"name": self.name, "dtype": self.policy.name}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Layer:
+        return cls(**config)
+
+    def get_build_config(self) -> dict[str, Any] | None:
+        """``{"input_shape": [None, ...]}`` once built (Keras), else None."""
+        if not self.built or self._build_input_shape is None:
+            return None
+        return {"input_shape": list(self._build_input_shape)}
+
+    def build_from_config(self, config: dict[str, Any]) -> None:
+        """Build as the first call did (``get_build_config``'s output)."""
+        shape = config.get("input_shape")
+        if not isinstance(shape, list) or not all(d is None or isinstance(d, int) for d in shape):
+            raise ValueError(f"layer '{self.name}': build config input_shape must be a list of "
+                             f"ints (None for the batch), got {shape!r}")
+        self._build_once(tuple(shape))
+
+    def state(self) -> dict[str, Any] | None:
+        """Mutable non-weight state a checkpoint must restore for a bit-identical resume (e.g.
+        a generator's state), as JSON-able values; None if there is none."""
+        return None
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore ``state()``'s output."""
+        raise ValueError(f"layer '{self.name}' ({type(self).__name__}) has no state to restore, "
+                         f"got {state!r}")
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} '{self.name}' policy={self.policy.name} "
+                f"compute={format_name(self.compute_format)}>")
+
+
+def serialize(layer: Layer) -> dict[str, Any]:
+    """``{"class_name": ..., "config": ...}`` for a registered layer (weights are saved
+    separately)."""
+    out: dict[str, Any] = LAYERS.serialize(layer)
+    return out
+
+
+def deserialize(config: dict[str, Any]) -> Layer:
+    """A new, unbuilt layer from ``serialize``'s output."""
+    layer: Layer = LAYERS.deserialize(config)
+    return layer
