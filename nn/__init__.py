@@ -5,6 +5,7 @@ output to its format and every gradient to the format of the tensor it belongs t
 follow Keras dtype policies ("float32", "mixed_float16", "mixed_bfloat16", "float16", ...).
 """
 
+from fpsim._version import __version__  # one home: the fpsim distribution ships nn too
 from nn.tensor import Tensor, Variable  # noqa: I001  (first: the engine and the ops build on it)
 from nn.autograd import Function, is_grad_enabled, no_grad
 from nn.policy import Policy, global_policy, policy_scope, set_global_policy
