@@ -286,6 +286,10 @@ def _load(spec: str, load: Callable[[], object]) -> list[Command]:
     return commands
 
 
+def _attribute_loader(module: str, attr: str) -> Callable[[], object]:
+    return lambda: getattr(importlib.import_module(module), attr)
+
+
 def plugin_commands() -> tuple[list[Command], list[str]]:
     """(the commands other packages register, one line per package that failed to load).
 
@@ -297,7 +301,7 @@ def plugin_commands() -> tuple[list[Command], list[str]]:
     for spec in KNOWN_COMMAND_MODULES:
         module, _, attr = spec.partition(":")
         if spec not in loaders and importlib.util.find_spec(module.split(".")[0]) is not None:
-            loaders[spec] = lambda m=module, a=attr: getattr(importlib.import_module(m), a)
+            loaders[spec] = _attribute_loader(module, attr)
     commands: list[Command] = []
     problems: list[str] = []
     for spec, load in loaders.items():
@@ -341,7 +345,7 @@ def _quiet_broken_pipe() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fpsim`` command line; returns the exit status (2 for bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands, problems = list(COMMANDS), []
+    commands, problems = list(COMMANDS), list[str]()
     if not argv or argv[0] not in {c.name for c in COMMANDS} | {"--version"}:
         more, problems = plugin_commands()
         commands += more

@@ -5,7 +5,6 @@ output to its format and every gradient to the format of the tensor it belongs t
 follow Keras dtype policies ("float32", "mixed_float16", "mixed_bfloat16", "float16", ...).
 """
 
-from fpsim._version import __version__  # one home: the fpsim distribution ships nn too
 from nn.tensor import Tensor, Variable  # noqa: I001  (first: the engine and the ops build on it)
 from nn.autograd import Function, is_grad_enabled, no_grad
 from nn.policy import Policy, global_policy, policy_scope, set_global_policy
@@ -45,3 +44,6 @@ from nn.history import History  # noqa: E402
 from nn.model import Model, WeightedLoss  # noqa: E402
 
 __all__ += ["History", "Model", "WeightedLoss", "load_model"]
+
+# --- version: one home, the fpsim distribution's metadata (it ships nn too) ---
+from fpsim._version import __version__  # noqa: E402

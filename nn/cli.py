@@ -36,7 +36,7 @@ def parse_loss_scale(text: str | None) -> str | float | None:
         as_float32 = np.float32(value) if math.isfinite(value) else np.float32(np.nan)
     if not (np.isfinite(as_float32) and as_float32 > 0):
         raise ValueError(f"--loss-scale must be 'dynamic', 'none' or a positive number that is "
-                         f"finite and non-zero in float32, got {text!r}")
+                         f"finite and non-zero in float32, got {text.strip()!r}")
     return value
 
 
@@ -83,7 +83,8 @@ def train(args: argparse.Namespace) -> int:
                   SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
     history = model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, seed=args.seed,
                         verbose=0 if args.quiet else 1, loss_scale=args.loss_scale)
-    loss, accuracy = model.evaluate(x_test, y_test, batch_size=256)
+    scores = ex.held_out_scores(model, x_test, y_test)
+    loss, accuracy = scores["loss"], scores["accuracy"]
     scaler = model.loss_scale_optimizer
     print(f"policy {args.policy}, optimizer {args.optimizer}, {args.epochs} epochs: "
           f"test loss {loss:.4f}, test accuracy {accuracy:.1%}")

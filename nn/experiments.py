@@ -90,6 +90,13 @@ def make_optimizer(name: str, learning_rate: float | None = None) -> nn.optimize
     return nn.RMSprop(lr) if key == "rmsprop" else nn.Adam(lr)
 
 
+def held_out_scores(model: Model, x_test: Any, y_test: Any) -> dict[str, float]:
+    """``{"loss": ..., "accuracy": ...}`` of ``model`` on the test data."""
+    scores = model.evaluate(x_test, y_test, batch_size=256, return_dict=True)
+    assert isinstance(scores, dict)
+    return scores
+
+
 @dataclass
 class RunResult:
     """One run of the compare story: one row of the ``fpsim compare`` table."""
@@ -133,7 +140,7 @@ def run_story(label: str, policy: str, loss_scaling: str, data: Any, epochs: int
     start = time.perf_counter()
     history = model.fit(x, y, batch_size=BATCH_SIZE, epochs=epochs, seed=SEED, verbose=verbose,
                         loss_scale=None if loss_scaling == "dynamic" else "none")
-    _, accuracy = model.evaluate(x_test, y_test, batch_size=256)
+    accuracy = held_out_scores(model, x_test, y_test)["accuracy"]
     wall = time.perf_counter() - start
     scaler = model.loss_scale_optimizer
     return RunResult(

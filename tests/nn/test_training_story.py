@@ -1,6 +1,6 @@
 """The training story of ``fpsim compare``, as tests, on the real digits data.
 
-Setting (nn.cli): MLP 64-64-64-10, loss x 2**-18 with the SGD learning rate x 2**18, so the
+Setting (nn.experiments): MLP 64-64-64-10, loss x 2**-18 with the SGD learning rate x 2**18, so the
 float32 run is plain SGD while every gradient sits 18 binades lower, where fp16 flushes it.
 Oracles: the float32 run itself (accuracy, and bit-equality with the unweighted loss), a
 replay of the documented loss-scale rule, and the optimizer's swamping counter.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nn
-from nn import cli as story
+from nn import experiments as story
 
 EPOCHS = 12  # enough steps (276) for the dynamic scale to climb into overflow and back off
 
