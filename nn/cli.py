@@ -21,22 +21,21 @@ from nn.losses import SparseCategoricalCrossentropy
 
 
 def parse_loss_scale(text: str | None) -> str | float | None:
-    """``--loss-scale``: "dynamic", "none" or a positive number (a fixed scale) that is finite
-    and non-zero in float32 (the scale is a float32)."""
+    """``--loss-scale``: "dynamic", "none" or a fixed scale: a number that is a positive
+    normal float32, 2**-126 to float32's max (the scale and its reciprocal are float32)."""
     if text is None:
         return None
     key = text.strip().lower()
     if key in ("dynamic", "none"):
         return key
     try:
-        value = float(key)
-    except ValueError:
+        value = float.fromhex(key) if "0x" in key else float(key)
+    except (ValueError, OverflowError):
         value = math.nan
-    with np.errstate(over="ignore", under="ignore"):
-        as_float32 = np.float32(value) if math.isfinite(value) else np.float32(np.nan)
-    if not (np.isfinite(as_float32) and as_float32 > 0):
-        raise ValueError(f"--loss-scale must be 'dynamic', 'none' or a positive number that is "
-                         f"finite and non-zero in float32, got {text.strip()!r}")
+    tiny, top = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+    if not (math.isfinite(value) and tiny <= value <= top):
+        raise ValueError(f"--loss-scale must be 'dynamic', 'none' or a number from 2^-126 to "
+                         f"{float(top):.7g} (a normal float32), got {text.strip()!r}")
     return value
 
 

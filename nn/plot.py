@@ -1,5 +1,6 @@
-"""Training plots: loss curves, the loss-scale timeline with its skipped steps, and gradient
-exponent histograms against a format's range (through ``fpsim.plot.exponent_histogram``).
+"""Training plots: loss curves, the loss-scale timeline with its skipped steps, gradient
+exponent histograms against a format's range (through ``fpsim.plot.exponent_histogram``) and
+the per-epoch shares of gradients that underflowed, became subnormal or overflowed.
 
 Each function draws on ``ax`` (a new figure when None) and returns the axes; matplotlib is
 imported only when a function runs. ``compare_figure`` is the picture ``fpsim compare`` writes.
@@ -59,6 +60,24 @@ def gradient_exponents(history: History, fmt: Any = "fp16", *, kind: str = "acti
     import fpsim.plot
 
     return fpsim.plot.exponent_histogram(history.exponent_values(kind), fmt, ax=_axes(ax))
+
+
+def gradient_events_timeline(history: History, *, kind: str = "activation",
+                             ax: Any = None) -> Any:
+    """Per epoch, the share of ``kind`` gradients that underflowed to 0, became subnormal or
+    overflowed while rounding (``history.gradient_share(event, kind, epoch=i)``)."""
+    from nn.history import EVENTS
+
+    ax = _axes(ax)
+    epochs = np.arange(1, len(history.gradient_events) + 1)
+    for event in EVENTS:
+        shares = [history.gradient_share(event, kind, epoch=i) for i in range(len(epochs))]
+        ax.plot(epochs, shares, marker=".", label=event)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"share of {kind} gradients")
+    ax.set_title(f"{kind} gradients: what rounding did to them, epoch by epoch")
+    ax.legend(fontsize="small")
+    return ax
 
 
 def compare_figure(results: Sequence[experiments.RunResult], path: str | Path) -> Path:

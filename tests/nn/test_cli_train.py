@@ -71,7 +71,8 @@ def test_parse_loss_scale():
     assert nn_cli.parse_loss_scale("Dynamic") == "dynamic"
     assert nn_cli.parse_loss_scale("none") == "none"
     assert nn_cli.parse_loss_scale("1024") == 1024.0
-    for bad in ("0", "-2", "inf", "x"):
+    assert nn_cli.parse_loss_scale("0x1p-126") == 2.0**-126
+    for bad in ("0", "-2", "inf", "x", "1e-40", "3.5e38"):
         with pytest.raises(ValueError):
             nn_cli.parse_loss_scale(bad)
 
@@ -92,7 +93,7 @@ def test_train_epochs_and_batch_size_each_name_the_option_and_the_value(option, 
     assert f"argument {option}: must be a whole number >= 1, got '{value}'" in err
 
 
-@pytest.mark.parametrize("value", ["1e39", "1e-50", "0", "nan", "-inf"])
+@pytest.mark.parametrize("value", ["1e39", "1e-40", "1e-50", "0", "nan", "-inf"])
 def test_a_bad_loss_scale_names_the_option_the_user_wrote(value, capsys):
     assert main(["train", "--loss-scale", value]) == 2
     err = _one_line_error(capsys)

@@ -85,3 +85,13 @@ def test_the_loss_weight_changes_nothing_in_float32():
     plain.fit(x, y, batch_size=64, epochs=1, seed=0, verbose=0)
     for a, b in zip(weighted.get_weights(), plain.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_each_run_summary_holds_the_plain_numbers_of_its_row(runs):
+    for label, r in runs.items():
+        s = r.summary()
+        assert s["label"] == label and "history" not in s
+        assert s["test_accuracy"] == r.test_accuracy and isinstance(s["test_accuracy"], float)
+        assert s["skipped_steps"] == r.history.skipped_steps
+        assert s["swamped_updates"] == sum(r.history.swamped_updates)
+        assert s["activation_underflow"] == r.history.gradient_share("underflow")
