@@ -147,3 +147,11 @@ def test_warmup_command_calls_fpsim_warmup_with_a_progress_bar(monkeypatch):
     monkeypatch.setattr(warmup, "warmup", lambda **kw: calls.append(kw))
     assert cli.main(["warmup"]) == 0
     assert calls == [{"progress": True}]
+
+
+def test_warmup_without_the_warmup_module_says_so_in_one_line(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "fpsim.warmup", None)  # makes the import fail
+    assert cli.main(["warmup"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "no fpsim.warmup module" in captured.err
