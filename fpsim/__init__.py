@@ -6,6 +6,7 @@ numba kernels.
 """
 
 from fpsim import plot
+from fpsim._version import __version__
 from fpsim.bits import classify, decompose, from_bits, next_down, next_up, to_bits, ulp, values
 from fpsim.catalog import (
     BF16,

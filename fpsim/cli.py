@@ -1,37 +1,46 @@
-"""The ``fpsim`` command line: ``fpsim formats``, ``fpsim explain VALUE``, ``fpsim round VALUE...``.
+"""The ``fpsim`` command line: ``fpsim formats``, ``explain``, ``round``, ``warmup`` and the
+commands other packages register (nn's ``train`` and ``compare``).
 
-Each subcommand is a ``Command`` in ``COMMANDS``: a name, a one-line help, a function that adds
-its arguments to an argparse parser and a function that runs it and returns the exit code.
-``build_parser()`` makes one subparser per entry, so adding a command is adding an entry.
-Bad input is one line on stderr and exit status 2, never a traceback: argument errors come from
-argparse, and a ``run`` function signals bad input by raising ``ValueError``.
+Each subcommand is a ``Command``: a name, a one-line help, a function that adds its arguments
+to an argparse parser and a function that runs it and returns the exit code. fpsim's own are
+in ``COMMANDS``; another package lists its own in a module attribute named by an entry point
+of the group ``fpsim.commands`` (nn: ``nn = "nn.cli:COMMANDS"`` in pyproject.toml), which is
+imported only when one of its commands (or ``--help``) is asked for, so ``fpsim round`` never
+loads nn. Without entry-point metadata (a source checkout on ``PYTHONPATH``) the modules of
+``KNOWN_COMMAND_MODULES`` are tried, if their package can be found.
 
-Commands of the ``nn`` package (``train``, ``compare``) keep fpsim free of nn at import time by
-importing it inside ``run``::
-
-    def _run_train(args: argparse.Namespace) -> int:
-        from nn import cli as nn_cli  # loads nn only when this command runs
-        return nn_cli.train(args)
-
-    COMMANDS.append(Command("train", "train a model under a precision policy",
-                            _add_train, _run_train))
+Bad input is one line on stderr and exit status 2, never a traceback: argument errors come
+from argparse, and a ``run`` function signals bad input by raising ``ValueError``. Output
+into a closed pipe (``fpsim round ... | head -1``) ends quietly with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib
+import importlib.metadata
+import importlib.util
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from fpsim._cli_numbers import Number, float64_note, parse_number, print_note
+from fpsim._version import __version__
 from fpsim.bits import nan_code, to_bits
 from fpsim.catalog import CATALOG, get_format, known_names
 from fpsim.explain import explain, field_string
 from fpsim.formats import OVERFLOW_KINDS, Format
 from fpsim.quantize import round as round_array
 from fpsim.rounding import MODE_NAMES, get_mode
+
+ENTRY_POINT_GROUP = "fpsim.commands"
+KNOWN_COMMAND_MODULES = ("nn.cli:COMMANDS",)
 
 
 class UsageError(Exception):
@@ -55,39 +64,69 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
-# --- argument types ----------------------------------------------------------------------------
-def parse_value(text: str) -> float:
-    """A number from the command line: decimal (``1e-5``, ``-0.0``, ``inf``, ``nan``) or hex
-    float (``0x1p-24``), as the nearest float64."""
-    s = text.strip()
+# --- argument types and checks (also for other packages' commands) ----------------------------
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse names the option in its message)."""
     try:
-        return float.fromhex(s) if "0x" in s.lower() else float(s)
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{s!r} is not a number (examples: 1e-5, -65520, 0.1, inf, nan, 0x1p-24)"
-        ) from None
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text.strip()!r}")
+    return value
+
+
+def check_writable(path: Path, option: str) -> None:
+    """Raise ValueError naming ``option`` unless a file can be written at ``path`` (its
+    directory is created if missing): run before any long work, not after it."""
+    if path.is_dir():
+        raise ValueError(f"{option} {str(path)!r} is a directory, not a file path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            if not os.access(path, os.W_OK):
+                raise PermissionError(f"cannot write {path}")
+        else:
+            tempfile.TemporaryFile(dir=path.parent).close()
+    except OSError as err:
+        raise ValueError(f"{option}: cannot write {str(path)!r} "
+                         f"({err.strerror or err})") from None
+
+
+def _suggest(message: str, word: str, choices: Sequence[str]) -> str:
+    if "did you mean" in message:
+        return message
+    close = difflib.get_close_matches(word.strip().lower(), choices, n=3, cutoff=0.5)
+    return message + (f"; did you mean {' or '.join(close)}?" if close else "")
+
+
+def _number_arg(text: str) -> Number:
+    try:
+        return parse_number(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _format_arg(text: str) -> Format:
     try:
         return get_format(text)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        raise argparse.ArgumentTypeError(_suggest(str(err), text, known_names())) from None
 
 
 def _mode_arg(text: str) -> str:
     try:
         return get_mode(text).value
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        raise argparse.ArgumentTypeError(_suggest(str(err), text, MODE_NAMES)) from None
 
 
 def _is_negative_number(token: str) -> bool:
     if not token.startswith("-") or token.startswith("--"):
         return False
     try:
-        parse_value(token)
-    except argparse.ArgumentTypeError:
+        parse_number(token)
+    except ValueError:
         return False
     return True
 
@@ -97,21 +136,17 @@ def _protect_negative_numbers(argv: Sequence[str]) -> list[str]:
     return [f" {a}" if _is_negative_number(a) else a for a in argv]
 
 
-def _add_format_and_mode(parser: argparse.ArgumentParser, *, default: str | None) -> None:
-    parser.add_argument(
-        "-f", "--format", type=_format_arg, default=None if default is None else default,
-        required=default is None, metavar="F",
-        help="format name or alias (see `fpsim formats`)"
-        + (f"; default {default}" if default else ""),
-    )
-    parser.add_argument(
-        "-m", "--mode", type=_mode_arg, default="nearest_even", metavar="M",
-        help=f"rounding mode: {', '.join(MODE_NAMES)}; default nearest_even",
-    )
-    parser.add_argument(
-        "--overflow", choices=OVERFLOW_KINDS, default=None,
-        help="override the format's overflow policy",
-    )
+def _add_values_format_and_mode(parser: argparse.ArgumentParser, verb: str) -> None:
+    parser.add_argument("values", type=_number_arg, nargs="+", metavar="VALUE",
+                        help=f"one or more numbers to {verb}, read exactly: 1e-5, -65520, 0.1, "
+                             "inf, nan, 0x1p-25 (fpsim rounds their nearest float64; a note "
+                             "on stderr says when that differs from the exact number)")
+    parser.add_argument("-f", "--format", type=_format_arg, required=True, metavar="F",
+                        help="format name or alias, required (see `fpsim formats`)")
+    parser.add_argument("-m", "--mode", type=_mode_arg, default="nearest_even", metavar="M",
+                        help=f"rounding mode: {', '.join(MODE_NAMES)}; default nearest_even")
+    parser.add_argument("--overflow", choices=OVERFLOW_KINDS, default=None,
+                        help="override the format's overflow policy")
 
 
 def _emit(text: str) -> None:
@@ -168,25 +203,27 @@ def _run_formats(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- fpsim explain -----------------------------------------------------------------------------
+# --- fpsim explain and fpsim round: the same VALUE... -f F [-m M] [--overflow O] ---------------
 def _add_explain(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("value", type=parse_value, metavar="VALUE",
-                        help="the number to round, e.g. 1e-5, 65520, -0.1, 0x1p-25")
-    _add_format_and_mode(parser, default="fp16")
+    _add_values_format_and_mode(parser, "explain")
+
+
+def _notes(args: argparse.Namespace) -> None:
+    for number in args.values:
+        print_note(float64_note(number, args.format, args.mode, args.overflow))
 
 
 def _run_explain(args: argparse.Namespace) -> int:
-    _emit(explain(args.value, args.format, args.mode, overflow=args.overflow))
+    _notes(args)
+    _emit("\n\n".join(explain(n.value, args.format, args.mode, overflow=args.overflow)
+                      for n in args.values))
     return 0
 
 
-# --- fpsim round -------------------------------------------------------------------------------
 def _add_round(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("values", type=parse_value, nargs="+", metavar="VALUE",
-                        help="numbers to round")
-    _add_format_and_mode(parser, default=None)
+    _add_values_format_and_mode(parser, "round")
     parser.add_argument("--seed", type=int, default=None,
-                        help="random seed for --mode stochastic")
+                        help="random seed for --mode stochastic; default: fresh randomness")
 
 
 def _bits_text(v: float, fmt: Format) -> str:
@@ -198,7 +235,8 @@ def _bits_text(v: float, fmt: Format) -> str:
 
 def _run_round(args: argparse.Namespace) -> int:
     fmt = args.format
-    x = np.array(args.values, dtype=np.float64)
+    _notes(args)
+    x = np.array([n.value for n in args.values], dtype=np.float64)
     rng = np.random.default_rng(args.seed)
     result = round_array(x, fmt, args.mode, rng=rng, overflow=args.overflow)
     rows = [("input", fmt.name, "bits")]
@@ -210,85 +248,123 @@ def _run_round(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- fpsim warmup ----------------------------------------------------------------------------
+def _add_warmup(parser: argparse.ArgumentParser) -> None:
+    del parser  # no arguments
+
+
+def _run_warmup(args: argparse.Namespace) -> int:
+    try:
+        module = importlib.import_module("fpsim.warmup")  # the module, not fpsim.warmup()
+    except ModuleNotFoundError as err:
+        if err.name != "fpsim.warmup":
+            raise
+        print("fpsim warmup: error: this installation of fpsim has no fpsim.warmup module",
+              file=sys.stderr)
+        return 1
+    module.warmup(progress=True)
+    return 0
+
+
 COMMANDS: list[Command] = [
     Command("formats", "table of every catalog format", _add_formats, _run_formats),
-    Command("explain", "explain how one number rounds to a format, bit by bit",
+    Command("explain", "explain how numbers round to a format, bit by bit",
             _add_explain, _run_explain),
-    Command("round", "round numbers to a format", _add_round, _run_round),
+    Command("round", "round numbers to a format: one line each with the bits",
+            _add_round, _run_round),
+    Command("warmup", "compile every kernel the tutorials use, once, with a progress bar",
+            _add_warmup, _run_warmup),
 ]
 
 
-# --- fpsim train / fpsim compare (nn's commands; nn is imported only when they run) ---------
-def _add_train(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", default="mixed_float16", metavar="P",
-                        help="float32, mixed_float16, mixed_bfloat16, float16, bfloat16, ...; "
-                             "default mixed_float16")
-    parser.add_argument("--loss-scale", default=None, metavar="S",
-                        help="dynamic, none or a fixed number; default: dynamic under "
-                             "mixed_float16, none otherwise")
-    parser.add_argument("--optimizer", choices=("sgd", "rmsprop", "adam"), default="sgd")
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--save", default=None, metavar="PATH", help="write a checkpoint (.npz)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+# --- commands of other packages ----------------------------------------------------------------
+def _load(spec: str, load: Callable[[], object]) -> list[Command]:
+    found = load()
+    commands = list(found) if isinstance(found, (list, tuple)) else []
+    if not commands or not all(isinstance(c, Command) for c in commands):
+        raise TypeError(f"{spec} is not a list of fpsim.cli.Command")
+    return commands
 
 
-def _run_train(args: argparse.Namespace) -> int:
-    from nn import cli as nn_cli  # loads nn only when this command runs
-
-    return nn_cli.train(args)
+def _attribute_loader(module: str, attr: str) -> Callable[[], object]:
+    return lambda: getattr(importlib.import_module(module), attr)
 
 
-def _add_compare(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default=".", metavar="DIR",
-                        help="directory for compare.png; default the current one")
-    parser.add_argument("--epochs", type=int, default=None, help="default 20 (4 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="a short run (4 epochs)")
+def plugin_commands() -> tuple[list[Command], list[str]]:
+    """(the commands other packages register, one line per package that failed to load).
+
+    Entry points of the group ``fpsim.commands`` first, then ``KNOWN_COMMAND_MODULES`` whose
+    package is importable (each module once)."""
+    loaders: dict[str, Callable[[], object]] = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        loaders.setdefault(ep.value, ep.load)
+    for spec in KNOWN_COMMAND_MODULES:
+        module, _, attr = spec.partition(":")
+        if spec not in loaders and importlib.util.find_spec(module.split(".")[0]) is not None:
+            loaders[spec] = _attribute_loader(module, attr)
+    commands: list[Command] = []
+    problems: list[str] = []
+    for spec, load in loaders.items():
+        try:
+            commands += _load(spec, load)
+        except (ImportError, AttributeError, TypeError) as err:
+            problems.append(f"{spec} did not load ({type(err).__name__}: {err})")
+    return commands, problems
 
 
-def _run_compare(args: argparse.Namespace) -> int:
-    from nn import cli as nn_cli  # loads nn only when this command runs
-
-    return nn_cli.compare(args)
-
-
-COMMANDS += [
-    Command("train", "train an MLP on the digits data under a precision policy",
-            _add_train, _run_train),
-    Command("compare", "train the same MLP under float32, mixed fp16 with and without loss "
-            "scaling, mixed bf16 and pure fp16; one table and one PNG", _add_compare,
-            _run_compare),
-]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``fpsim`` parser with one subparser per entry of ``COMMANDS``."""
+def build_parser(commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:
+    """The ``fpsim`` parser with one subparser per command (default: fpsim's and every
+    registered package's)."""
+    if commands is None:
+        commands = COMMANDS + plugin_commands()[0]
     parser = _Parser(
         prog="fpsim",
         description="See what low-precision floating point (fp16, bf16, fp8) does to numbers.",
+        epilog="Exit status: 0 on success, 2 on bad input (one line on stderr, no traceback).",
     )
+    parser.add_argument("--version", action="version", version=f"fpsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for cmd in COMMANDS:
+    for cmd in commands:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_arguments(p)
         p.set_defaults(run=cmd.run)
     return parser
 
 
+def _quiet_broken_pipe() -> int:
+    # Python's documented recipe (signal module, "Note on SIGPIPE"): point stdout at devnull so
+    # the interpreter's final flush does not fail again, and exit with status 1
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout without a file descriptor (captured): nothing left to flush
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fpsim`` command line; returns the exit status (2 for bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    commands, problems = list(COMMANDS), list[str]()
+    if not argv or argv[0] not in {c.name for c in COMMANDS} | {"--version"}:
+        more, problems = plugin_commands()
+        commands += more
     try:
-        args = parser.parse_args(_protect_negative_numbers(argv))
+        args = build_parser(commands).parse_args(_protect_negative_numbers(argv))
         if args.command is None:
-            names = ", ".join(c.name for c in COMMANDS)
+            names = ", ".join(c.name for c in commands)
             raise UsageError(f"fpsim: error: choose a command: {names} (see fpsim --help)")
         try:
-            return int(args.run(args) or 0)
+            code = int(args.run(args) or 0)
+            sys.stdout.flush()
+            return code
         except ValueError as err:
             raise UsageError(f"fpsim {args.command}: error: {err}") from None
     except UsageError as err:
-        print(str(err).replace("\n", " "), file=sys.stderr)
+        message = str(err).replace("\n", " ")
+        if problems and "invalid choice" in message:
+            message += "; " + "; ".join(problems)
+        print(message, file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _quiet_broken_pipe()

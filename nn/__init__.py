@@ -44,3 +44,6 @@ from nn.history import History  # noqa: E402
 from nn.model import Model, WeightedLoss  # noqa: E402
 
 __all__ += ["History", "Model", "WeightedLoss", "load_model"]
+
+# --- version: one home, the fpsim distribution's metadata (it ships nn too) ---
+from fpsim._version import __version__  # noqa: E402

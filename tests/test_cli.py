@@ -7,8 +7,10 @@ fpsim.explain for the explain text (the CLI only prints it).
 from __future__ import annotations
 
 import argparse
+import math
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import ml_dtypes
@@ -16,6 +18,7 @@ import numpy as np
 import pytest
 
 import fpsim
+from fpsim._cli_numbers import parse_number
 from fpsim.cli import COMMANDS, build_parser, main
 from fpsim.explain import explain
 
@@ -64,8 +67,8 @@ def test_explain_command_prints_fpsim_explain(capsys):
     assert out == explain(1e-5, "fp16") + "\n"
 
 
-def test_explain_defaults_to_fp16_and_nearest_even(capsys):
-    _, out, _ = run(capsys, "explain", "65520")
+def test_explain_defaults_to_nearest_even(capsys):
+    _, out, _ = run(capsys, "explain", "65520", "-f", "fp16")
     assert out.splitlines()[0] == (
         "65520.0 -> float16 (S|EEEEE|MMMMMMMMMM, bias 15), rounding nearest_even"
     )
@@ -107,13 +110,14 @@ def test_round_command_follows_mode_and_overflow_options(capsys):
     ("argv", "needle"),
     [(["explain", "abc"], "'abc' is not a number"),
      (["explain", "1", "--format", "fp99"], "unknown format 'fp99'; known names:"),
+     (["explain", "1"], "required: -f/--format"),
      (["round", "1", "--format", "fp16", "--mode", "sideways"], "unknown rounding mode"),
      (["round", "1"], "required: -f/--format"),
      (["round", "--format", "fp16"], "required: VALUE"),
-     (["explain", "1", "--overflow", "wrap"], "invalid choice: 'wrap'"),
+     (["explain", "1", "-f", "fp16", "--overflow", "wrap"], "invalid choice: 'wrap'"),
      (["explain", "1", "-f", "e4m3fn", "--overflow", "inf"], "overflow='inf' needs a format"),
      (["bogus"], "invalid choice: 'bogus'"),
-     ([], "choose a command: formats, explain, round")],
+     ([], "choose a command: formats, explain, round, warmup")],
     ids=lambda p: " ".join(p) if isinstance(p, list) else None,
 )
 def test_bad_input_prints_one_error_line_and_exits_2(capsys, argv, needle):
@@ -137,9 +141,9 @@ def test_help_of_every_command_exits_0(capsys, argv):
 def test_parser_has_one_subcommand_per_registered_command():
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert list(sub.choices) == [c.name for c in COMMANDS]
+    assert list(sub.choices)[:len(COMMANDS)] == [c.name for c in COMMANDS]
     assert parser.parse_args(["formats"]).command == "formats"
-    assert parser.parse_args(["explain", "1"]).command == "explain"
+    assert parser.parse_args(["explain", "1", "-f", "fp16"]).command == "explain"
     assert parser.parse_args(["round", "1", "-f", "fp16"]).command == "round"
 
 
@@ -162,3 +166,89 @@ def test_console_script_explains_and_exits_2_with_one_line_on_bad_input():
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.count("\n") == 1 and "'x' is not a number" in bad.stderr
+
+
+# --- explain and round take the same arguments -----------------------------------------------
+def test_explain_and_round_take_the_same_values_format_and_mode_arguments():
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+
+    def signature(name: str) -> list[tuple]:
+        return [(a.dest, tuple(a.option_strings), a.nargs, a.required, a.default)
+                for a in sub.choices[name]._actions if a.dest not in ("help", "seed")]
+
+    assert signature("explain") == signature("round")
+    assert ("format", ("-f", "--format"), None, True, None) in signature("explain")
+
+
+def test_explain_explains_each_of_several_values_in_turn(capsys):
+    code, out, _ = run(capsys, "explain", "1e-5", "-65520", "-f", "fp16")
+    assert code == 0
+    assert out == explain(1e-5, "fp16") + "\n\n" + explain(-65520.0, "fp16") + "\n"
+
+
+# --- numbers are read exactly; a note says when the float64 changes the answer ----------------
+@pytest.mark.parametrize(("text", "exact"), [
+    ("1e400", Fraction(10) ** 400), ("-1e-400", -Fraction(1, 10**400)), ("0.1", Fraction(1, 10)),
+    ("0x1.8p1", Fraction(3)), ("-0x1p-2000", -Fraction(1, 2**2000)), ("65520", Fraction(65520)),
+    ("1_000.5", Fraction(2001, 2)),
+])
+def test_numbers_are_read_exactly_and_converted_to_the_nearest_float64(text, exact):
+    number = parse_number(text)
+    assert number.exact == exact
+    try:
+        nearest = float(exact)  # Python's int / int division is correctly rounded
+    except OverflowError:
+        nearest = math.inf if exact > 0 else -math.inf
+    assert number.value == nearest
+
+
+def test_negative_zero_inf_and_nan_keep_their_meaning():
+    assert math.copysign(1, parse_number("-0.0").value) == -1
+    assert parse_number("-inf").value == -math.inf and parse_number("-inf").exact is None
+    assert math.isnan(parse_number("nan").value)
+
+
+def test_a_decimal_beyond_float64_is_explained_as_inf_with_a_note(capsys):
+    code, out, err = run(capsys, "explain", "1e400", "--format", "fp16")
+    assert code == 0 and out == explain(math.inf, "fp16") + "\n"
+    assert err == "note: 1e400 is not a float64; it is beyond float64's range and became inf\n"
+
+
+def test_a_decimal_below_float64s_subnormals_gets_a_note_in_round_too(capsys):
+    code, out, err = run(capsys, "round", "1e-400", "-f", "fp16", "-m", "up")
+    assert code == 0 and out.splitlines()[1].split()[:2] == ["0.0", "0.0"]
+    assert err.startswith("note: 1e-400 is not a float64; it is below float64's smallest")
+
+
+@pytest.mark.parametrize("command", ["explain", "round"])
+@pytest.mark.parametrize("text", ["0.1", "1e-5", "65519.99", "3.14159"])
+def test_no_note_when_the_float64_neighbours_round_alike(capsys, command, text):
+    code, _, err = run(capsys, command, text, "-f", "fp16")
+    assert (code, err) == (0, "")
+
+
+@pytest.mark.parametrize("command", ["explain", "round"])
+def test_a_decimal_just_above_an_fp16_tie_gets_a_note_that_its_rounding_may_differ(
+        capsys, command):
+    # 1 + 2^-11 is the tie between 1 and 1 + 2^-10 in fp16; the decimal below lies 1e-29 above
+    # it, so exactly it rounds up to 1 + 2^-10, while its float64 (the tie itself) rounds to 1
+    text = "1.00048828125000000000000000001"
+    assert Fraction(text) > 1 + Fraction(1, 2**11) and float(text) == 1 + 2**-11
+    code, _, err = run(capsys, command, text, "-f", "fp16")
+    assert code == 0 and err.count("\n") == 1
+    assert err.startswith(f"note: {text} is not a float64; fpsim rounds its nearest float64, "
+                          "1.00048828125")
+    assert "(1.0, 1.0009765625)" in err
+
+
+# --- names: the closest ones are suggested --------------------------------------------------
+@pytest.mark.parametrize(("argv", "suggestion"), [
+    (["round", "1", "-f", "fp8_e4m3f"], "fp8_e4m3fn"),
+    (["round", "1", "-f", "bfloat61"], "bfloat16"),
+    (["explain", "1", "-f", "fp16", "-m", "nearst_even"], "nearest_even"),
+    (["explain", "1", "-f", "fp16", "-m", "towards_zero"], "toward_zero"),
+])
+def test_an_unknown_format_or_mode_suggests_the_closest_names(capsys, argv, suggestion):
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "did you mean" in err and suggestion in err.split("did you mean", 1)[1]

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+import time
 
 import pytest
 
 import nn
-from fpsim.cli import main
+from fpsim.cli import build_parser, main
 from nn import cli as nn_cli
+from nn import experiments
 
 
 def test_compare_quick_prints_every_row_and_writes_the_png(tmp_path, capsys):
     assert main(["compare", "--quick", "--epochs", "2", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     table = out.splitlines()
-    for label, _, _ in nn_cli.RUNS:
+    for label, _, _ in experiments.RUNS:
         assert sum(line.startswith(label) for line in table) == 1, label
     for column in ("test acc", "skipped", "final scale", "act. grads -> 0", "swamped", "time"):
         assert column in out
@@ -47,7 +50,8 @@ def test_train_honours_loss_scale(scale, shown, capsys):
 @pytest.mark.parametrize("argv,message", [
     (["train", "--loss-scale", "often"], "--loss-scale"),
     (["train", "--policy", "float17"], "unknown policy"),
-    (["train", "--epochs", "0"], "--epochs"),
+    (["train", "--epochs", "0"], "argument --epochs: must be a whole number >= 1, got '0'"),
+    (["train", "--batch-size", "0"], "argument --batch-size: must be a whole number >= 1, got '0'"),
     (["train", "--optimizer", "lbfgs"], "invalid choice"),
 ])
 def test_bad_train_arguments_exit_2_with_one_line(argv, message, capsys):
@@ -67,6 +71,79 @@ def test_parse_loss_scale():
     assert nn_cli.parse_loss_scale("Dynamic") == "dynamic"
     assert nn_cli.parse_loss_scale("none") == "none"
     assert nn_cli.parse_loss_scale("1024") == 1024.0
-    for bad in ("0", "-2", "inf", "x"):
+    assert nn_cli.parse_loss_scale("0x1p-126") == 2.0**-126
+    for bad in ("0", "-2", "inf", "x", "1e-40", "3.5e38"):
         with pytest.raises(ValueError):
             nn_cli.parse_loss_scale(bad)
+
+
+# --- bad input fails at once, in one line that names the option and the value ----------------
+def _one_line_error(capsys) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+@pytest.mark.parametrize("option", ["--epochs", "--batch-size"])
+@pytest.mark.parametrize("value", ["0", "-3", "2.5", "many"])
+def test_train_epochs_and_batch_size_each_name_the_option_and_the_value(option, value, capsys):
+    assert main(["train", option, value]) == 2
+    err = _one_line_error(capsys)
+    assert f"argument {option}: must be a whole number >= 1, got '{value}'" in err
+
+
+@pytest.mark.parametrize("value", ["1e39", "1e-40", "1e-50", "0", "nan", "-inf"])
+def test_a_bad_loss_scale_names_the_option_the_user_wrote(value, capsys):
+    assert main(["train", "--loss-scale", value]) == 2
+    err = _one_line_error(capsys)
+    assert "argument --loss-scale:" in err and repr(value) in err
+    assert "initial_scale" not in err
+
+
+def test_compare_with_an_unwritable_out_exits_2_before_training(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    start = time.perf_counter()
+    assert main(["compare", "--epochs", "1", "--out", str(blocker / "sub")]) == 2
+    assert time.perf_counter() - start < 5  # the check comes before the data and the runs
+    err = _one_line_error(capsys)
+    assert "fpsim compare: error: --out: cannot write" in err and "a_file" in err
+
+
+@pytest.mark.parametrize("target", ["a_file/model.npz", "."])
+def test_train_with_an_unwritable_save_exits_2_before_training(tmp_path, target, capsys):
+    (tmp_path / "a_file").write_text("not a directory")
+    start = time.perf_counter()
+    assert main(["train", "--epochs", "1", "--save", str(tmp_path / target)]) == 2
+    assert time.perf_counter() - start < 5
+    assert "fpsim train: error: --save" in _one_line_error(capsys)
+
+
+def test_an_unknown_policy_suggests_nothing_wrong_and_exits_2(capsys):
+    assert main(["train", "--policy", "mixed_float61"]) == 2
+    assert "mixed_float61" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_every_option_of_train_and_compare_has_help_text_and_shows_its_default(command):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    p = sub.choices[command]
+    options = [a for a in p._actions if not isinstance(a, argparse._HelpAction)]
+    assert options
+    for action in options:
+        assert action.help and action.help != argparse.SUPPRESS, action.dest
+    text = " ".join(p.format_help().split())
+    assert text.count("(default: ") == len(options)
+    for action in options:
+        assert action.option_strings[-1] in text
+
+
+def test_compare_prints_the_warm_up_time_on_its_own_line_before_the_table(tmp_path, capsys):
+    assert main(["compare", "--epochs", "1", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    warm = [i for i, ln in enumerate(lines) if ln.startswith("one-time compilation")]
+    header = [i for i, ln in enumerate(lines) if ln.startswith("run ")]
+    assert len(warm) == 1 and len(header) == 1 and warm[0] < header[0]
+    assert lines[warm[0]].endswith(" s") and "not in the times below" in lines[warm[0]]

@@ -1,6 +1,6 @@
 """The training story of ``fpsim compare``, as tests, on the real digits data.
 
-Setting (nn.cli): MLP 64-64-64-10, loss x 2**-18 with the SGD learning rate x 2**18, so the
+Setting (nn.experiments): MLP 64-64-64-10, loss x 2**-18 with the SGD learning rate x 2**18, so the
 float32 run is plain SGD while every gradient sits 18 binades lower, where fp16 flushes it.
 Oracles: the float32 run itself (accuracy, and bit-equality with the unweighted loss), a
 replay of the documented loss-scale rule, and the optimizer's swamping counter.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nn
-from nn import cli as story
+from nn import experiments as story
 
 EPOCHS = 12  # enough steps (276) for the dynamic scale to climb into overflow and back off
 
@@ -85,3 +85,13 @@ def test_the_loss_weight_changes_nothing_in_float32():
     plain.fit(x, y, batch_size=64, epochs=1, seed=0, verbose=0)
     for a, b in zip(weighted.get_weights(), plain.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_each_run_summary_holds_the_plain_numbers_of_its_row(runs):
+    for label, r in runs.items():
+        s = r.summary()
+        assert s["label"] == label and "history" not in s
+        assert s["test_accuracy"] == r.test_accuracy and isinstance(s["test_accuracy"], float)
+        assert s["skipped_steps"] == r.history.skipped_steps
+        assert s["swamped_updates"] == sum(r.history.swamped_updates)
+        assert s["activation_underflow"] == r.history.gradient_share("underflow")

@@ -1,0 +1,117 @@
+"""Training plots: loss curves, the loss-scale timeline with its skipped steps, gradient
+exponent histograms against a format's range (through ``fpsim.plot.exponent_histogram``) and
+the per-epoch shares of gradients that underflowed, became subnormal or overflowed.
+
+Each function draws on ``ax`` (a new figure when None) and returns the axes; matplotlib is
+imported only when a function runs. ``compare_figure`` is the picture ``fpsim compare`` writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nn import experiments
+from nn.history import History
+
+
+def _axes(ax: Any) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(9, 4))[1]
+
+
+def loss_curves(histories: dict[str, History], *, scale: float = 1.0, ax: Any = None) -> Any:
+    """One curve per run of the per-epoch training loss divided by ``scale`` (log y axis)."""
+    ax = _axes(ax)
+    for label, h in histories.items():
+        epochs = np.arange(1, len(h.epoch) + 1)
+        ax.plot(epochs, np.asarray(h.history["loss"]) / scale, marker=".", label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training loss" if scale == 1.0 else f"training loss / {scale:g}")
+    ax.set_title("loss curves")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def loss_scale_timeline(history: History, *, label: str = "loss scale", ax: Any = None) -> Any:
+    """log2 of the loss scale each step used, with a red x on every skipped step."""
+    ax = _axes(ax)
+    log2s = np.log2(np.asarray(history.step_loss_scale, dtype=np.float64))
+    skipped = np.flatnonzero(history.step_skipped)
+    ax.step(np.arange(len(log2s)), log2s, where="post", label=label)
+    ax.plot(skipped, log2s[skipped], "rx", label=f"skipped steps ({len(skipped)})")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("log2 loss scale")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def gradient_exponents(history: History, fmt: Any = "fp16", *, kind: str = "activation",
+                       ax: Any = None) -> Any:
+    """The run's gradient exponents (as stored, so times the loss scale) against ``fmt``'s
+    range: zero, subnormal, normal and overflow regions shaded by ``fpsim.plot``."""
+    import fpsim.plot
+
+    return fpsim.plot.exponent_histogram(history.exponent_values(kind), fmt, ax=_axes(ax))
+
+
+def gradient_events_timeline(history: History, *, kind: str = "activation",
+                             ax: Any = None) -> Any:
+    """Per epoch, the share of ``kind`` gradients that underflowed to 0, became subnormal or
+    overflowed while rounding (``history.gradient_share(event, kind, epoch=i)``)."""
+    from nn.history import EVENTS
+
+    ax = _axes(ax)
+    epochs = np.arange(1, len(history.gradient_events) + 1)
+    for event in EVENTS:
+        shares = [history.gradient_share(event, kind, epoch=i) for i in range(len(epochs))]
+        ax.plot(epochs, shares, marker=".", label=event)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"share of {kind} gradients")
+    ax.set_title(f"{kind} gradients: what rounding did to them, epoch by epoch")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def compare_figure(results: Sequence[experiments.RunResult], path: str | Path) -> Path:
+    """The ``fpsim compare`` PNG: loss curves, the loss-scale timeline, and activation-gradient
+    exponent histograms (float32's true gradients and the scaled fp16 ones) against fp16."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5), layout="constrained")
+    loss_curves({r.label: r.history for r in results}, scale=experiments.LOSS_WEIGHT,
+                ax=axes[0, 0])
+    axes[0, 0].set_ylabel("training cross-entropy (loss / 2^-18)")
+    for r in results:
+        if r.final_loss_scale is not None:
+            loss_scale_timeline(r.history, label=f"{r.label}: scale", ax=axes[0, 1])
+    axes[0, 1].set_title(f"dynamic loss scale (x2 after {experiments.GROWTH_STEPS} finite "
+                         "steps, /2 on inf)")
+    by_label = {r.label: r for r in results}
+    if "float32" in by_label:
+        ax = gradient_exponents(by_label["float32"].history, "fp16", ax=axes[1, 0])
+        share = ax.get_title().split(": ", 1)[-1]
+        ax.set_title(f"float32 run: the true activation gradients against fp16's range\n"
+                     f"(in fp16: {share}, bin centres rounded)", fontsize="medium")
+    if "mixed_float16 + dynamic" in by_label:
+        run = by_label["mixed_float16 + dynamic"]
+        ax = gradient_exponents(run.history, "fp16", ax=axes[1, 1])
+        ax.set_title("mixed_float16 + dynamic: activation gradients as stored in fp16 "
+                     f"(x loss scale)\n{run.activation_underflow:.1%} flushed to 0 while "
+                     "rounding (fpsim.monitor)", fontsize="medium")
+    fig.suptitle(f"digits MLP {experiments.HIDDEN}, loss x 2^-18, SGD lr "
+                 f"{experiments.LEARNING_RATE} x 2^18, momentum {experiments.MOMENTUM}")
+    path = Path(path)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
