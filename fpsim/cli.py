@@ -17,7 +17,6 @@ into a closed pipe (``fpsim round ... | head -1``) ends quietly with status 1.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -93,13 +92,6 @@ def check_writable(path: Path, option: str) -> None:
                          f"({err.strerror or err})") from None
 
 
-def _suggest(message: str, word: str, choices: Sequence[str]) -> str:
-    if "did you mean" in message:
-        return message
-    close = difflib.get_close_matches(word.strip().lower(), choices, n=3, cutoff=0.5)
-    return message + (f"; did you mean {' or '.join(close)}?" if close else "")
-
-
 def _number_arg(text: str) -> Number:
     try:
         return parse_number(text)
@@ -111,14 +103,14 @@ def _format_arg(text: str) -> Format:
     try:
         return get_format(text)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(_suggest(str(err), text, known_names())) from None
+        raise argparse.ArgumentTypeError(str(err)) from None  # it names the closest
 
 
 def _mode_arg(text: str) -> str:
     try:
         return get_mode(text).value
     except ValueError as err:
-        raise argparse.ArgumentTypeError(_suggest(str(err), text, MODE_NAMES)) from None
+        raise argparse.ArgumentTypeError(str(err)) from None  # it names the closest
 
 
 def _is_negative_number(token: str) -> bool:

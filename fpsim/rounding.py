@@ -34,6 +34,7 @@ from functools import partial
 from types import MappingProxyType
 
 from fpsim._names import unknown_name
+from fpsim._validate import check_bool
 from fpsim.catalog import get_format
 from fpsim.formats import OVERFLOW_KINDS, Format
 
@@ -337,7 +338,8 @@ def trace(
     """
     fmt = get_format(fmt)
     mode = get_mode(mode)
-    subnormals = fmt.subnormals if subnormals is None else bool(subnormals)
+    checked = check_bool("subnormals", subnormals)
+    subnormals = fmt.subnormals if checked is None else checked
     policy = resolve_overflow(fmt, overflow)
     value = exact_value(x)
     negative = value < 0 if isinstance(value, Fraction) else math.copysign(1.0, value) < 0

@@ -21,24 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import sys
-import types
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import numpy as np
 
 from fpsim import Format
-from nn import rounding, sites
+from nn import sites
 from nn.policy import promote
-from nn.rounding import (  # noqa: F401  (re-exported: their home was here)
-    fit_array,
-    needs_rounding,
-    round_array,
-    round_params,
-    sum_to_shape,
-    use_kernel,
-)
+from nn.rounding import fit_array, round_array
 from nn.tensor import Tensor, register_ops
 
 # --- grad mode and name scopes (per thread / task) -------------------------------------------
@@ -274,22 +265,3 @@ def grad_site(
 
 
 register_ops(backward=backward)
-
-
-# --- compatibility: ``nn.autograd.KERNELS_ENABLED`` moved to nn.rounding ------------------------
-
-
-class _EngineModule(types.ModuleType):
-    """Reads and writes of ``nn.autograd.KERNELS_ENABLED`` reach ``nn.rounding.KERNELS_ENABLED``
-    (the switch's home), so code written against the old place keeps switching the kernels."""
-
-    @property
-    def KERNELS_ENABLED(self) -> bool:  # noqa: N802 (the module constant's name)
-        return rounding.KERNELS_ENABLED
-
-    @KERNELS_ENABLED.setter
-    def KERNELS_ENABLED(self, value: bool) -> None:  # noqa: N802
-        rounding.KERNELS_ENABLED = value
-
-
-sys.modules[__name__].__class__ = _EngineModule

@@ -55,11 +55,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loss-scale", type=_loss_scale_arg, default=None, metavar="S",
                         help="dynamic, none or a fixed number; None: dynamic under "
                              "mixed_float16 (and other narrow mixed policies), none otherwise")
-    parser.add_argument("--optimizer", choices=tuple(ex.OPTIMIZER_LEARNING_RATES),
+    parser.add_argument("--optimizer", choices=ex.optimizer_names(),
                         default=ex.TRAIN_OPTIMIZER,
                         help="optimizer with its default learning rate: "
-                             + ", ".join(f"{k} {v:g}"
-                                         for k, v in ex.OPTIMIZER_LEARNING_RATES.items()))
+                             + ", ".join(f"{k} {ex.default_learning_rate(k):g}"
+                                         for k in ex.optimizer_names()))
     parser.add_argument("--epochs", type=positive_int, default=ex.TRAIN_EPOCHS,
                         help="passes over the training data")
     parser.add_argument("--batch-size", type=positive_int, default=ex.TRAIN_BATCH_SIZE,

@@ -33,6 +33,7 @@ from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
 from nn.losses import SparseCategoricalCrossentropy
 from nn.model import Model, WeightedLoss
+from nn.registry import OPTIMIZERS
 
 HIDDEN = (64, 64)
 LOSS_WEIGHT = 2.0**-18
@@ -50,9 +51,22 @@ TRAIN_OPTIMIZER = "sgd"
 TRAIN_EPOCHS = 10
 TRAIN_BATCH_SIZE = 64
 
-# The optimizers ``make_optimizer`` (and so ``fpsim train --optimizer``) offers, with their
-# default learning rates: the one list of names the CLI shows.
-OPTIMIZER_LEARNING_RATES: dict[str, float] = {"sgd": LEARNING_RATE, "rmsprop": 1e-3, "adam": 1e-3}
+# ``make_optimizer`` (and so ``fpsim train --optimizer``) offers every optimizer registered in
+# nn.optimizers; the story's SGD runs with its own learning rate and momentum, the others with
+# their Keras defaults.
+STORY_OPTIMIZER_SETTINGS: dict[str, dict[str, float]] = {
+    "sgd": {"learning_rate": LEARNING_RATE, "momentum": MOMENTUM},
+}
+
+
+def optimizer_names() -> list[str]:
+    """The short names ``make_optimizer`` takes (nn.optimizers' registry)."""
+    return nn.optimizers.names()
+
+
+def default_learning_rate(name: str) -> float:
+    """The learning rate ``make_optimizer(name)`` uses when none is given."""
+    return float(make_optimizer(name).learning_rate)
 
 RUNS: tuple[tuple[str, str, str], ...] = (
     # (label, policy, loss scaling)
@@ -79,15 +93,14 @@ def build_mlp(policy: str, hidden: tuple[int, ...] = HIDDEN, seed: int = SEED,
 
 
 def make_optimizer(name: str, learning_rate: float | None = None) -> nn.optimizers.Optimizer:
-    """"sgd" (momentum 0.9, lr 0.05), "rmsprop" (lr 1e-3) or "adam" (lr 1e-3)."""
-    key = name.lower()
-    if key not in OPTIMIZER_LEARNING_RATES:
-        raise ValueError(f"unknown optimizer {name!r}; known: "
-                         f"{', '.join(OPTIMIZER_LEARNING_RATES)}")
-    lr = OPTIMIZER_LEARNING_RATES[key] if learning_rate is None else learning_rate
-    if key == "sgd":
-        return nn.SGD(lr, momentum=MOMENTUM)
-    return nn.RMSprop(lr) if key == "rmsprop" else nn.Adam(lr)
+    """A new optimizer by its registered name, with the story's settings for SGD (see
+    STORY_OPTIMIZER_SETTINGS) and ``learning_rate`` if given."""
+    cls = OPTIMIZERS.get_class(name)  # an unknown name raises, listing the known ones
+    settings = dict(STORY_OPTIMIZER_SETTINGS.get(name.lower(), {}))
+    if learning_rate is not None:
+        settings["learning_rate"] = learning_rate
+    optimizer: nn.optimizers.Optimizer = cls(**settings)
+    return optimizer
 
 
 def held_out_scores(model: Model, x_test: Any, y_test: Any) -> dict[str, float]:

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import difflib
 from collections.abc import Iterator
 
 import numpy as np
 
 import fpsim
 from fpsim import FP32, Format
+from fpsim._names import suggest
 
 # ``None`` as a format means "float64 carrier, never rounded".
 FormatLike = Format | str | None
@@ -62,10 +62,8 @@ def resolve_format(fmt: FormatLike, what: str = "fmt") -> Format | None:
 
 def did_you_mean(value: object, names: list[str]) -> str:
     """``" (did you mean 'fp16'?)"`` with the closest of ``names`` to ``value``, or ""."""
-    if not isinstance(value, str):
-        return ""
-    close = difflib.get_close_matches(value.strip().lower(), names, n=3, cutoff=0.6)
-    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    hint = suggest(value, names)
+    return f" ({hint})" if hint else ""
 
 
 def format_name(fmt: Format | None) -> str:

@@ -86,12 +86,15 @@ def test_a_masked_array_filled_with_nan_rounds_its_masked_entries_to_nan():
 def test_subnormals_other_than_a_bool_is_a_type_error_naming_subnormals(bad):
     with pytest.raises(TypeError, match=r"subnormals must be True, False or None.*got"):
         fpsim.round(np.float32([2**-20]), "fp16", subnormals=bad)
+    with pytest.raises(TypeError, match=r"subnormals must be True, False or None.*got"):
+        fpsim.round_scalar(2**-20, "fp16", subnormals=bad)
 
 
 @pytest.mark.parametrize("flag", [False, np.bool_(False)])
 def test_subnormals_accepts_bool_and_numpy_bool(flag):
     assert fpsim.round(np.float32([2**-20]), "fp16", subnormals=flag)[0] == 0.0
     assert fpsim.round(np.float32([2**-20]), "fp16", subnormals=not flag)[0] == 2**-20
+    assert fpsim.round_scalar(2**-20, "fp16", subnormals=flag) == 0.0
 
 
 # --- rng= -----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from oracle import RULES, sample_points, table_round
 
 import fpsim
-from fpsim import RoundingMode
+from fpsim import RoundingMode, _kernels
 from fpsim.explain import OUTCOME_TEXT, SPECIAL_TEXT, WHY_TEXT, explanation
 from fpsim.rounding import MODE_RULES, Outcome, Why, mode_rule, trace
 
@@ -26,7 +26,7 @@ def same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("mode", list(RoundingMode), ids=str)
-def test_every_rounding_mode_has_a_spec_explanation_and_oracle(mode):
+def test_every_rounding_mode_has_a_kernel_spec_explanation_and_oracle(mode):
     # the spec: a rule with its one-line math, deciding every inexact value of both signs
     rule = MODE_RULES[mode]
     assert rule.math and mode_rule(mode) is rule
@@ -46,10 +46,17 @@ def test_every_rounding_mode_has_a_spec_explanation_and_oracle(mode):
     want = [fpsim.round_scalar(v, fmt, mode, u=d) for v, d in zip(x, u, strict=True)]
     got = table_round(x, fmt, mode, u=u)
     assert same(got, want).all(), x[~same(got, want)][:5]
+    # the kernel: an entry in its table, and fpsim.round agrees with the spec (stochastic: one
+    # of the two results the spec gives for the lowest and the highest draw)
+    assert mode in _kernels.MODE_KERNELS
+    got = fpsim.round(x, fmt, mode, rng=5)
+    low = [fpsim.round_scalar(v, fmt, mode, u=0.0) for v in x]
+    high = [fpsim.round_scalar(v, fmt, mode, u=1 - 2**-53) for v in x]
+    assert (same(got, low) | same(got, high)).all(), x[~(same(got, low) | same(got, high))][:5]
 
 
 def test_mode_tables_have_no_entry_for_a_mode_that_does_not_exist():
-    assert set(MODE_RULES) == set(RoundingMode) == set(RULES)
+    assert set(MODE_RULES) == set(RoundingMode) == set(RULES) == set(_kernels.MODE_KERNELS)
 
 
 def test_every_decision_reason_and_outcome_has_an_explanation_sentence():

@@ -1,6 +1,6 @@
 """Input wider than float64 (int64/uint64 beyond 2^53, Python ints, Fractions, np.longdouble) is
 rounded once, exactly: checked against the specification's rounding steps applied to the exact
-rational value (round_scalar itself takes a float)."""
+rational value (round_scalar takes a Fraction exactly)."""
 
 from __future__ import annotations
 
@@ -22,24 +22,9 @@ WIDE_FORMATS = [fpsim.FP32, fpsim.BF16, fpsim.TF32, fpsim.FP16, fpsim.E4M3FN,
 
 
 def exact_round(v: Fraction, fmt: fpsim.Format, mode: str) -> float:
-    """round_scalar's steps (rounding.py) on the exact rational ``v`` (no float conversion)."""
-    m = rounding.get_mode(mode)
-    if v == 0:
-        return 0.0
-    negative = v < 0
-    a = -v if negative else v
-    q = rounding.quantum_exponent(a, fmt, fmt.subnormals)
-    scaled = a / Fraction(2) ** q
-    k = math.floor(scaled)
-    odd = rounding.code_is_odd(k, q, fmt)
-    mag = rounding.round_integer(k, scaled - k, m, negative, None, odd) * Fraction(2) ** q
-    if mag > fmt.max_exact:
-        if rounding.rounds_toward_zero(m, negative):
-            return -fmt.max if negative else fmt.max
-        return rounding.overflow_value(fmt, fmt.overflow, negative)  # type: ignore[arg-type]
-    if mag == 0 or (not fmt.subnormals and mag < Fraction(2) ** fmt.emin):
-        return rounding.signed_zero(fmt, negative)
-    return float(-mag if negative else mag)
+    """The specification on the exact rational ``v``: round_scalar takes a Fraction at its
+    exact value (no float conversion)."""
+    return rounding.round_scalar(v, fmt, mode)
 
 
 def test_the_issue_example_rounds_once():

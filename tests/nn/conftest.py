@@ -11,7 +11,7 @@ import os
 import pytest
 
 import nn
-from nn import autograd
+from nn import rounding
 
 KERNELS = os.environ.get("NN_KERNELS", "1") != "0"
 
@@ -19,7 +19,7 @@ KERNELS = os.environ.get("NN_KERNELS", "1") != "0"
 @pytest.fixture(autouse=True)
 def _fresh_global_state():
     nn.set_global_policy("float32")
-    autograd.KERNELS_ENABLED = KERNELS
+    rounding.KERNELS_ENABLED = KERNELS
     yield
     nn.set_global_policy("float32")
-    autograd.KERNELS_ENABLED = KERNELS
+    rounding.KERNELS_ENABLED = KERNELS

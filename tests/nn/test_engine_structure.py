@@ -172,15 +172,3 @@ def test_ops_round_at_the_sites_nn_sites_names_forward_and_backward():
     assert {"blk/Mul", "blk/grad/Mul"} <= counted_sites("fp16")
     # fp16 * fp32: a's fp32 gradient is rounded to fp16 at the op's input site
     assert "blk/grad_Mul_input0" in counted_sites("fp32")
-
-
-def test_the_kernel_switch_written_at_its_old_place_reaches_nn_rounding():
-    from nn import autograd, rounding
-
-    before = rounding.KERNELS_ENABLED
-    try:
-        autograd.KERNELS_ENABLED = not before
-        assert rounding.KERNELS_ENABLED is (not before)
-        assert autograd.KERNELS_ENABLED is (not before)
-    finally:
-        rounding.KERNELS_ENABLED = before

@@ -103,10 +103,14 @@ def test_loss_scaling_is_transparent_when_no_gradient_under_or_overflows(spec, k
 
 
 @given(small_models(), st.integers(10, 34))
-def test_loss_scaling_recovers_more_nonzero_gradients_when_unscaled_ones_underflow(spec, m):
+def test_loss_scaling_loses_no_nonzero_gradient_when_unscaled_ones_underflow(spec, m):
     """If gradients underflow without scaling, the smallest power-of-two scale that removes
-    every underflow (without overflowing) leaves strictly more non-zero gradient values
-    (fp16 activation gradients and fp32 master gradients counted together)."""
+    every underflow (without overflowing) leaves at least as many non-zero gradient values
+    (fp16 activation gradients and fp32 master gradients counted together).
+
+    Not strictly more: an underflow inside the backward pass (one term of a sum flushed to
+    zero) can leave the summed gradient non-zero all the same (seen: seed 11023, m = 22,
+    26 non-zero values either way)."""
     model, factor = Run(spec), 2.0**-m
     plain = model(factor, 1.0)
     assume(plain["events"]["underflow"] > 0)
@@ -119,8 +123,8 @@ def test_loss_scaling_recovers_more_nonzero_gradients_when_unscaled_ones_underfl
             break
     else:
         assume(False)
-    assert _nonzero(scaled) > _nonzero(plain), broke(
-        "loss scaling recovers strictly more non-zero gradients when unscaled ones underflow",
+    assert _nonzero(scaled) >= _nonzero(plain), broke(
+        "loss scaling loses no non-zero gradient when unscaled ones underflow",
         layers=spec["layers"], seed=spec["seed"], x=spec["x"], y=spec["y"], loss_factor=factor,
         scale=2.0**k, nonzero_without=_nonzero(plain), nonzero_with=_nonzero(scaled),
         underflows_without=plain["events"]["underflow"])
