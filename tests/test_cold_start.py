@@ -1,0 +1,22 @@
+"""A fresh install says when it compiles, once, and never when it loads kernels from the cache."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+_SCRIPT = "import numpy as np, fpsim; fpsim.round(np.float32([1.1, 2.2]), 'fp16', 'up')"
+NOTICE = "fpsim: compiling numba kernels"
+
+
+@pytest.mark.slow
+def test_the_compile_notice_appears_once_when_compiling_and_never_when_loading_from_cache(
+        tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
+                           text=True, timeout=300, check=True) for _ in range(2)]
+    assert runs[0].stderr.count(NOTICE) == 1, runs[0].stderr
+    assert NOTICE not in runs[1].stderr, runs[1].stderr
