@@ -39,7 +39,10 @@ def spawn_generator() -> np.random.Generator:
     weight initialization is unchanged); a throwaway one while a checkpoint loads."""
     if _RESTORING.get():
         return np.random.default_rng(0)
-    return _RNG[0].spawn(1)[0]
+    bits = _RNG[0].bit_generator
+    # numpy >= 1.25 names it seed_seq, older versions _seed_seq
+    seed_seq = getattr(bits, "seed_seq", None) or getattr(bits, "_seed_seq")  # noqa: B009
+    return np.random.default_rng(seed_seq.spawn(1)[0])
 
 
 @contextlib.contextmanager
