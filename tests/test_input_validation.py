@@ -183,3 +183,12 @@ def test_bits_still_reads_emulated_arrays():
 def test_a_format_flag_that_is_not_a_bool_is_refused_naming_the_flag_and_value(flag):
     with pytest.raises(ValueError, match=rf"{flag} must be True or False, got 'False'"):
         fpsim.FP16.replace(**{flag: "False"})
+
+
+def test_asarray_with_copy_false_and_another_dtype_raises_as_numpy_2_requires():
+    a = fpsim.array([1.0, 2.0], "fp16")
+    with pytest.raises(ValueError, match="without a copy"):
+        np.asarray(a, dtype=np.float64, copy=False)
+    wide = np.asarray(a, dtype=np.float64)
+    wide[0] = 0.1
+    assert wide.dtype == np.float64 and a.numpy()[0] == 1.0
