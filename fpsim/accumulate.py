@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from fpsim import _kernels
+from fpsim._validate import generator
 from fpsim.catalog import FP32
 from fpsim.formats import Format
 from fpsim.quantize import _seed, format_constants
@@ -197,8 +198,8 @@ def matmul_nd(
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned "
                          f"({a2.shape[-1]} != {b2.shape[-2]})")
     batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    if rng is not None and not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(rng)  # one stream across the batch, not one seed per matrix
+    if rng is not None:
+        rng = generator(rng)  # one stream across the batch, not one seed per matrix
     a3 = np.broadcast_to(a2, batch + a2.shape[-2:])
     b3 = np.broadcast_to(b2, batch + b2.shape[-2:])
     if not batch:  # one product: keep its dtype (float32 from BLAS), no float64 copy

@@ -39,7 +39,7 @@ def _positive_values(fmt: Format, lo: float, hi: float) -> np.ndarray:
     (2^M + m) * 2^(e - M) for m = 0 .. 2^M - 1, up to fmt.max.
     """
     m_bits = fmt.mantissa_bits
-    chunks = []
+    chunks: list[np.ndarray] = []
     grids = [(fmt.emin - m_bits, 1, 2**m_bits - 1)] if fmt.subnormals else []
     grids += [(e - m_bits, 2**m_bits, 2 ** (m_bits + 1) - 1) for e in range(fmt.emin, fmt.emax + 1)]
     for q, kmin, kmax in grids:
@@ -63,11 +63,9 @@ def values_in_range(fmt: Format | str, lo: float, hi: float) -> np.ndarray:
     fmt = get_format(fmt)
     if not lo <= hi:
         raise ValueError(f"need lo <= hi, got lo={lo}, hi={hi}")
-    try:  # the bits module enumerates every value of formats up to 16 bits
-        from fpsim.bits import values as all_values
-    except ImportError:
-        all_values = None
-    if all_values is not None and fmt.bits <= 16:
+    from fpsim.bits import values as all_values  # every value of formats up to 16 bits
+
+    if fmt.bits <= 16:
         v = np.unique(np.asarray(all_values(fmt), dtype=np.float64))
         return v[(v >= lo) & (v <= hi)]
     pos = _positive_values(fmt, max(lo, 0.0), hi) if hi > 0 else np.empty(0)

@@ -15,6 +15,7 @@ import numpy as np
 
 import fpsim
 from fpsim import FP32, Format
+from fpsim._kernels import NearestEvenF32
 from fpsim.monitor import is_active as _monitor_is_active
 from fpsim.quantize import nearest_even_f32_constants
 from nn import _kernels
@@ -23,7 +24,7 @@ from nn.policy import contains
 KERNELS_ENABLED = True  # tests flip this to check the numba paths against numpy + fpsim.round
 
 
-def round_params(fmt: Format) -> tuple | None:
+def round_params(fmt: Format) -> NearestEvenF32 | None:
     """The constants of fpsim's float32 nearest-even kernel for ``fmt``, or None where that
     kernel does not apply (then ``fpsim.round`` does the work)."""
     return nearest_even_f32_constants(fmt, fmt.subnormals, fmt.overflow)
@@ -68,7 +69,9 @@ def round_array(
             dst = out
         else:
             dst = src if src is not x else np.empty(x.shape, dtype=np.float32)
-        _kernels.round_into(src.reshape(-1), dst.reshape(-1), round_params(fmt))
+        params = round_params(fmt)
+        assert params is not None  # (use_kernel said the kernel applies)
+        _kernels.round_into(src.reshape(-1), dst.reshape(-1), params)
         result = dst
     else:
         direct = out is not None and out.flags.c_contiguous

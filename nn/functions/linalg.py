@@ -24,7 +24,6 @@ from nn.rounding import round_array, round_params, use_kernel
 from nn.tensor import Tensor
 
 _NO_BIAS = np.zeros(1, dtype=np.float32)
-_NO_ROUNDING = (0, 0, np.float32(0.0), 0, 0, 0)  # kernel constants when do_round is False
 
 
 def _swap_last(t: Tensor) -> Tensor:
@@ -80,7 +79,7 @@ class Linear(Function):
             exact = ctx.fmt is FP32 or ctx.fmt == FP32
             if (exact and rounding.KERNELS_ENABLED) or use_kernel(ctx.fmt):
                 bias = b if b is not None else _NO_BIAS
-                p = _NO_ROUNDING if exact or ctx.fmt is None else round_params(ctx.fmt)
+                p = None if exact or ctx.fmt is None else round_params(ctx.fmt)
                 _kernels.bias_act_round(z, bias, b is not None, relu, not exact, p)
                 return z
         if b is not None:
