@@ -18,7 +18,9 @@
   ``exponent_edges``, float32's whole range) over the non-zero finite gradient values *as
   stored in their format* (so scaled by the loss scale when there is one), plus
   ``zero_counts[kind]``. ``exponent_values(kind)`` turns them into sample values for
-  ``fpsim.plot.exponent_histogram(values, "fp16")``.
+  ``fpsim.plot.exponent_histogram(values, "fp16")``. ``epoch_exponent_counts[kind]`` holds the
+  same counts epoch by epoch (one array per finished epoch; they sum to ``exponent_counts``),
+  for histograms over time (``nn.plot.gradient_exponents_over_time``).
 """
 
 from __future__ import annotations
@@ -72,11 +74,16 @@ class History:
         self.exponent_edges = EXPONENT_EDGES.copy()
         self.exponent_counts = {k: np.zeros(len(EXPONENT_EDGES) - 1, np.int64) for k in KINDS}
         self.zero_counts = dict.fromkeys(KINDS, 0)
+        self.epoch_exponent_counts: dict[str, list[np.ndarray]] = {k: [] for k in KINDS}
+        self._counted_before_epoch = {k: c.copy() for k, c in self.exponent_counts.items()}
         self.wall_time = 0.0
 
     # --- recording (called by Model.fit) --------------------------------------------------------
     def record_epoch(self, epoch: int, logs: dict[str, float]) -> None:
         self.epoch.append(epoch)
+        for kind, total in self.exponent_counts.items():  # this epoch's share of the counts
+            self.epoch_exponent_counts[kind].append(total - self._counted_before_epoch[kind])
+            self._counted_before_epoch[kind] = total.copy()
         for key, value in logs.items():
             self.history.setdefault(key, []).append(float(value))
 

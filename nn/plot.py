@@ -1,6 +1,7 @@
 """Training plots: loss curves, the loss-scale timeline with its skipped steps, gradient
-exponent histograms against a format's range (through ``fpsim.plot.exponent_histogram``) and
-the per-epoch shares of gradients that underflowed, became subnormal or overflowed.
+exponent histograms against a format's range (through ``fpsim.plot.exponent_histogram``), the
+same histograms epoch by epoch, and the per-epoch shares of gradients that underflowed,
+became subnormal or overflowed.
 
 Each function draws on ``ax`` (a new figure when None) and returns the axes; matplotlib is
 imported only when a function runs. ``compare_figure`` is the picture ``fpsim compare`` writes.
@@ -60,6 +61,35 @@ def gradient_exponents(history: History, fmt: Any = "fp16", *, kind: str = "acti
     import fpsim.plot
 
     return fpsim.plot.exponent_histogram(history.exponent_values(kind), fmt, ax=_axes(ax))
+
+
+def gradient_exponents_over_time(history: History, fmt: Any = "fp16", *,
+                                 kind: str = "activation", ax: Any = None) -> Any:
+    """The gradient exponents epoch by epoch: one column per epoch, one row per power of two,
+    the colour the share of that epoch's non-zero gradients in the bin (as stored, so times the
+    loss scale), with ``fmt``'s smallest subnormal, smallest normal and max drawn across."""
+    import fpsim
+
+    fmt = fpsim.get_format(fmt)
+    ax = _axes(ax)
+    counts = np.array(history.epoch_exponent_counts[kind], dtype=np.float64)  # (epochs, bins)
+    if not counts.any():
+        raise ValueError("the history has no gradient exponents: fit with telemetry=True")
+    shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+    used = np.flatnonzero(counts.sum(axis=0))
+    lo, hi = used.min(), used.max() + 1
+    edges = history.exponent_edges
+    ax.pcolormesh(np.arange(1, len(counts) + 2) - 0.5, edges[lo:hi + 1], shares[:, lo:hi].T,
+                  cmap="viridis", shading="flat")
+    for value, name in ((fmt.smallest_subnormal, "smallest subnormal"),
+                        (fmt.smallest_normal, "smallest normal"), (fmt.max, "max")):
+        ax.axhline(np.log2(value), color="w", linestyle="--", linewidth=0.8)
+        ax.annotate(f"{fmt.name} {name}", (0.6, np.log2(value)), color="w", fontsize="small",
+                    va="bottom")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("log2 |gradient|")
+    ax.set_title(f"{kind} gradient exponents, epoch by epoch (colour: share of the epoch)")
+    return ax
 
 
 def gradient_events_timeline(history: History, *, kind: str = "activation",

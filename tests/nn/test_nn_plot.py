@@ -67,3 +67,46 @@ def test_gradient_exponents_histograms_the_recorded_exponents_against_the_format
     heights = [p.get_height() for p in ax.patches if p.get_height() > 0 and p.get_width() == 1]
     assert sorted(heights) == [1, 1, 2]  # 2^-30 twice, 2^-20 and 2^0 once each
     assert ax.get_title() == "float16: 50.0% underflow to 0, 0.0% overflow"
+
+
+def _history_by_epoch() -> History:
+    h = History()
+    epochs = [np.float32([2.0**-30, 2.0**-30, 1.0]), np.float32([2.0**-20]),
+              np.float32([2.0**-20, 2.0**-20, 2.0**-30, 4.0])]
+    for epoch, values in enumerate(epochs):
+        h.record_gradients("activation", values[: len(values) // 2])  # two steps an epoch
+        h.record_gradients("activation", values[len(values) // 2:])
+        h.record_epoch(epoch, {"loss": 1.0})
+    return h
+
+
+def test_epoch_exponent_counts_hold_each_epochs_gradients_and_sum_to_the_run():
+    h = _history_by_epoch()
+    per_epoch = h.epoch_exponent_counts["activation"]
+    assert len(per_epoch) == 3
+    np.testing.assert_array_equal(np.sum(per_epoch, axis=0), h.exponent_counts["activation"])
+    bin_of = {e: e - int(h.exponent_edges[0]) for e in (-30, -20, 0, 2)}
+    assert {e: int(per_epoch[0][b]) for e, b in bin_of.items()} == {-30: 2, -20: 0, 0: 1, 2: 0}
+    assert {e: int(per_epoch[1][b]) for e, b in bin_of.items()} == {-30: 0, -20: 1, 0: 0, 2: 0}
+    assert {e: int(per_epoch[2][b]) for e, b in bin_of.items()} == {-30: 1, -20: 2, 0: 0, 2: 1}
+
+
+def test_gradient_exponents_over_time_colours_each_epochs_share_of_each_bin():
+    h = _history_by_epoch()
+    ax = nn.plot.gradient_exponents_over_time(h, "fp16")
+    mesh = ax.collections[0]
+    shares = np.asarray(mesh.get_array()).reshape(-1, 3)  # rows: exponents -30..2, cols: epochs
+    rows = {e: e + 30 for e in (-30, -20, 0, 2)}
+    np.testing.assert_allclose(shares[rows[-30]], [2 / 3, 0, 1 / 4])
+    np.testing.assert_allclose(shares[rows[-20]], [0, 1, 2 / 4])
+    np.testing.assert_allclose(shares[rows[0]], [1 / 3, 0, 0])
+    np.testing.assert_allclose(shares[rows[2]], [0, 0, 1 / 4])
+    np.testing.assert_allclose(shares.sum(axis=0), [1, 1, 1])
+    assert sorted(line.get_ydata()[0] for line in ax.get_lines()) == [-24, -14, np.log2(65504)]
+
+
+def test_gradient_exponents_over_time_without_telemetry_says_how_to_get_it():
+    h = History()
+    h.record_epoch(0, {"loss": 1.0})
+    with pytest.raises(ValueError, match="telemetry=True"):
+        nn.plot.gradient_exponents_over_time(h)
