@@ -9,16 +9,20 @@ from fpsim.kernels.fast_f32 import (
 )
 from fpsim.kernels.general import (
     MODE_KERNELS,
+    SPECIALISE_MIN,
+    SPECIALISED_RANGE,
     mode_bits,
     round_count_range,
     round_range,
+    specialised_range,
     stream_seed,
 )
 from fpsim.kernels.threads import PARALLEL_MIN, get_num_threads, run
 
 __all__ = [
-    "MODE_KERNELS", "PARALLEL_MIN", "Carrier", "FormatBits", "NearestEvenF32",
+    "MODE_KERNELS", "PARALLEL_MIN", "SPECIALISED_RANGE", "SPECIALISE_MIN", "Carrier",
+    "FormatBits", "NearestEvenF32",
     "accumulate_rows", "carrier_constants", "count_nearest_even_f32_range", "get_num_threads",
     "matmul_accumulate", "mode_bits", "round_count_range", "round_nearest_even_f32_range",
-    "round_nearest_even_f32_value", "round_range", "run", "stream_seed",
+    "round_nearest_even_f32_value", "round_range", "run", "specialised_range", "stream_seed",
 ]

@@ -117,3 +117,37 @@ def test_float32_through_the_float64_carrier_allocates_at_most_the_result(with_o
     allowed = (0 if with_out else x.nbytes) + 0.1 * x.nbytes
     assert peak <= allowed, f"peak {peak / x.nbytes:.2f}x the input"
     assert np.array_equal(got[:2000], want)
+
+
+@pytest.mark.parametrize("mode", list(RoundingMode), ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", [fpsim.FP16, fpsim.E4M3FNUZ, fpsim.E2M1FN,
+                                 fpsim.BF16.replace(name="bf16_ftz", subnormals=False)], ids=str)
+def test_the_one_mode_kernel_equals_the_general_kernel_bit_for_bit(mode, dtype, fmt):
+    """Large arrays take SPECIALISED_RANGE[mode]; it must compute exactly what the general
+    kernel (the one every small array and every test oracle comparison goes through) does:
+    every code and midpoint of fmt and random bit patterns, both signs, stochastic draws too."""
+    from oracle import sample_points
+
+    rng = np.random.default_rng(11)
+    itype = np.int32 if dtype == np.float32 else np.int64
+    pts = sample_points(fmt, dtype)
+    patterns = rng.integers(np.iinfo(itype).min, np.iinfo(itype).max, 2**16, dtype=itype)
+    x = np.concatenate([pts, -pts, patterns.view(dtype)])
+    c = _kernels.carrier_constants(np.dtype(dtype))
+    f = fpsim.quantize.format_constants(fmt, np.dtype(dtype), fmt.subnormals, fmt.overflow)
+    general, special = np.empty_like(x), np.empty_like(x)
+    src = x.view(itype)
+    _kernels.round_range(src, general.view(itype), 0, x.size, _kernels.mode_bits(mode), 99, c, f)
+    _kernels.specialised_range(mode)(src, special.view(itype), 0, x.size, 99, c, f)
+    np.testing.assert_array_equal(special.view(itype), general.view(itype))
+
+
+def test_a_large_array_takes_the_one_mode_kernel_and_agrees_with_rounding_it_in_pieces():
+    x = (np.random.default_rng(4).standard_normal(3 * _kernels.SPECIALISE_MIN) * 1e3)
+    step = _kernels.SPECIALISE_MIN // 4  # small pieces take the general kernel
+    for mode in ("toward_zero", "odd", "up", "nearest_away"):
+        whole = fpsim.round(x, "e5m2", mode)
+        pieces = np.concatenate([fpsim.round(x[i:i + step], "e5m2", mode)
+                                 for i in range(0, x.size, step)])
+        np.testing.assert_array_equal(whole, pieces)
