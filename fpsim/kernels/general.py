@@ -210,11 +210,12 @@ def _specialised_range(bits: ModeBits) -> Any:
 SPECIALISED_RANGE: dict[RoundingMode, Any] = {
     mode: _specialised_range(bits) for mode, bits in MODE_KERNELS.items()
 }
-"""``SPECIALISED_RANGE[mode](src, dst, lo, hi, seed, c, f)``: round_range for one mode. Large
-arrays (``SPECIALISE_MIN`` elements or more) take it: there its speed is worth its compile;
-small ones share the general kernel, compiled once for every mode."""
+"""``SPECIALISED_RANGE[mode](src, dst, lo, hi, seed, c, f)``: round_range for one mode. Arrays
+of ``SPECIALISE_MIN`` elements or more take it: there its speed (milliseconds per call) is
+worth its one-time compile (about a second per mode and carrier); smaller ones share the
+general kernel, compiled once for every mode, so a fresh install answers them at once."""
 
-SPECIALISE_MIN = 1 << 16
+SPECIALISE_MIN = 1 << 20
 
 
 def specialised_range(mode: RoundingMode) -> Any:
