@@ -215,9 +215,9 @@ def _round_in_carrier(
         c = _kernels.carrier_constants(dtype)
         f = format_constants(fmt, dtype, subnormals, policy)
         seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
-        if not counting and src.size >= _kernels.SPECIALISE_MIN:
-            parts = _kernels.run(_kernels.specialised_range(mode), src.size, (src, dst),
-                                 (seed, c, f))
+        if src.size >= _kernels.SPECIALISE_MIN:
+            parts = _kernels.run(_kernels.specialised_range(mode, counting), src.size,
+                                 (src, dst), (seed, c, f))
         else:
             kernel = _kernels.round_count_range if counting else _kernels.round_range
             parts = _kernels.run(kernel, src.size, (src, dst),

@@ -141,6 +141,15 @@ def test_the_one_mode_kernel_equals_the_general_kernel_bit_for_bit(mode, dtype, 
     _kernels.round_range(src, general.view(itype), 0, x.size, _kernels.mode_bits(mode), 99, c, f)
     _kernels.specialised_range(mode)(src, special.view(itype), 0, x.size, 99, c, f)
     np.testing.assert_array_equal(special.view(itype), general.view(itype))
+    # and the counting kernels: the same results and the same five event counts
+    counted, counted_special = np.empty_like(x), np.empty_like(x)
+    want = _kernels.round_count_range(src, counted.view(itype), 0, x.size,
+                                      _kernels.mode_bits(mode), 99, c, f)
+    got = _kernels.specialised_range(mode, counting=True)(src, counted_special.view(itype), 0,
+                                                           x.size, 99, c, f)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(counted_special.view(itype), general.view(itype))
+    np.testing.assert_array_equal(counted.view(itype), general.view(itype))
 
 
 def test_a_large_array_takes_the_one_mode_kernel_and_agrees_with_rounding_it_in_pieces():

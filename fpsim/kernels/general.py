@@ -207,10 +207,25 @@ def _specialised_range(bits: ModeBits) -> Any:
     return round_mode_range
 
 
+def _specialised_count_range(bits: ModeBits) -> Any:
+    """round_count_range for one mode (see _specialised_range)."""
+    stochastic = bool(bits.STOCHASTIC)
+
+    @njit(nogil=True, cache=True)
+    def count_mode_range(src, dst, lo, hi, seed, c, f):
+        return _round_count_loop(src, dst, lo, hi, bits, stochastic, seed, c, f)
+
+    return count_mode_range
+
+
 SPECIALISED_RANGE: dict[RoundingMode, Any] = {
     mode: _specialised_range(bits) for mode, bits in MODE_KERNELS.items()
 }
-"""``SPECIALISED_RANGE[mode](src, dst, lo, hi, seed, c, f)``: round_range for one mode. Arrays
+SPECIALISED_COUNT_RANGE: dict[RoundingMode, Any] = {
+    mode: _specialised_count_range(bits) for mode, bits in MODE_KERNELS.items()
+}
+"""``SPECIALISED_RANGE[mode](src, dst, lo, hi, seed, c, f)``: round_range for one mode (and
+``SPECIALISED_COUNT_RANGE``: round_count_range for one mode). Arrays
 of ``SPECIALISE_MIN`` elements or more take it: there its speed (milliseconds per call) is
 worth its one-time compile (about a second per mode and carrier); smaller ones share the
 general kernel, compiled once for every mode, so a fresh install answers them at once."""
@@ -218,10 +233,11 @@ general kernel, compiled once for every mode, so a fresh install answers them at
 SPECIALISE_MIN = 1 << 20
 
 
-def specialised_range(mode: RoundingMode) -> Any:
-    """The one-mode round_range for ``mode`` (SPECIALISED_RANGE); a mode without one raises."""
+def specialised_range(mode: RoundingMode, counting: bool = False) -> Any:
+    """The one-mode round_range (counting: round_count_range) for ``mode``; a mode without one
+    raises."""
     mode_bits(mode)  # the table's own error for a mode it lacks
-    return SPECIALISED_RANGE[mode]
+    return (SPECIALISED_COUNT_RANGE if counting else SPECIALISED_RANGE)[mode]
 
 
 @njit(inline="always")
@@ -242,16 +258,9 @@ def _events(b, r, overflowed, c, f):
     )
 
 
-@njit(nogil=True, cache=True)
-def round_count_range(src, dst, lo, hi, m, seed, c, f):
-    """round_range that also returns the five event counts of src[lo:hi] (int64s):
-    (inexact, overflow, underflow, subnormal, nan_created).
-
-    overflow: a finite input whose rounded magnitude exceeded max (it became inf, NaN, or was
-    clamped to max; a value just above max that rounds down to max is only inexact). underflow:
-    a non-zero finite input whose result is zero. subnormal: a non-zero result below the
-    smallest normal. nan_created: a non-NaN input whose result is NaN.
-    """
+@njit(inline="always")
+def _round_count_loop(src, dst, lo, hi, m, stochastic, seed, c, f):
+    """The counting loop of round_count_range and of the one-mode counting kernels."""
     counts = np.zeros(5, dtype=np.int64)
     for start in range(lo, hi, CHUNK):
         t0 = np.int32(0)
@@ -262,7 +271,7 @@ def round_count_range(src, dst, lo, hi, m, seed, c, f):
         for i in range(start, min(hi, start + CHUNK)):
             j = np.uint64(i)  # an unsigned index: no wraparound check, so the loop vectorizes
             b = np.int64(src[j])
-            r, overflowed = _round_bits_overflow(b, m, m.STOCHASTIC, seed, i, c, f)
+            r, overflowed = _round_bits_overflow(b, m, stochastic, seed, i, c, f)
             dst[j] = r
             e = _events(b, r, overflowed, c, f)
             t0 = np.int32(t0 + e[0])  # (numba widens int32 sums to int64; keep them narrow)
@@ -276,3 +285,16 @@ def round_count_range(src, dst, lo, hi, m, seed, c, f):
         counts[3] += t3
         counts[4] += t4
     return counts
+
+
+@njit(nogil=True, cache=True)
+def round_count_range(src, dst, lo, hi, m, seed, c, f):
+    """round_range that also returns the five event counts of src[lo:hi] (int64s):
+    (inexact, overflow, underflow, subnormal, nan_created).
+
+    overflow: a finite input whose rounded magnitude exceeded max (it became inf, NaN, or was
+    clamped to max; a value just above max that rounds down to max is only inexact). underflow:
+    a non-zero finite input whose result is zero. subnormal: a non-zero result below the
+    smallest normal. nan_created: a non-NaN input whose result is NaN.
+    """
+    return _round_count_loop(src, dst, lo, hi, m, m.STOCHASTIC, seed, c, f)
