@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from resume import assert_resume_is_bit_identical
 
 import nn
 from nn.registry import ACTIVATIONS, LAYERS, LOSSES, METRICS, OPTIMIZERS, Registry
@@ -178,14 +179,4 @@ def test_every_registered_layer_resumes_from_a_checkpoint_bit_identically(name, 
                                    nn.Dense(3, name="last")])
         return model.compile("adam", CE(from_logits=True))
 
-    straight = make()
-    h = straight.fit(x, y, batch_size=8, epochs=3, seed=1, verbose=0)
-    first = make()
-    first.fit(x, y, batch_size=8, epochs=1, seed=1, verbose=0)
-    first.save(tmp_path / "ck.npz")
-    resumed = nn.load_model(tmp_path / "ck.npz")
-    h2 = resumed.fit(x, y, batch_size=8, epochs=2, seed=1, verbose=0)
-    for a, b in zip(straight.get_weights(), resumed.get_weights(), strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert h.step_loss[-len(h2.step_loss):] == h2.step_loss
-    assert h.step_loss_scale[-len(h2.step_loss_scale):] == h2.step_loss_scale
+    assert_resume_is_bit_identical(make, x, y, tmp_path / "ck.npz", batch_size=8, seed=1)
