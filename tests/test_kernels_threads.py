@@ -160,3 +160,15 @@ def test_a_large_array_takes_the_one_mode_kernel_and_agrees_with_rounding_it_in_
         pieces = np.concatenate([fpsim.round(x[i:i + step], "e5m2", mode)
                                  for i in range(0, x.size, step)])
         np.testing.assert_array_equal(whole, pieces)
+
+
+def test_a_thread_count_that_is_not_a_number_is_refused_naming_the_variable():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "FPSIM_NUM_THREADS": "two"}
+    proc = subprocess.run([sys.executable, "-c", "import fpsim"], env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode != 0
+    assert "FPSIM_NUM_THREADS must be a whole number of threads, got 'two'" in proc.stderr

@@ -21,9 +21,14 @@ PARALLEL_MIN = 1 << 15
 
 
 def _default_threads() -> int:
-    env = os.environ.get("FPSIM_NUM_THREADS") or os.environ.get("NUMBA_NUM_THREADS")
-    if env:
-        return max(1, int(env))
+    for name in ("FPSIM_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        env = os.environ.get(name)
+        if env:
+            try:
+                return max(1, int(env))
+            except ValueError:
+                raise ValueError(f"{name} must be a whole number of threads, got {env!r}"
+                                 ) from None
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                else (os.cpu_count() or 1))
 
