@@ -234,6 +234,11 @@ class LossScaleOptimizer:
         self.inner_optimizer = inner_optimizer
         self.dynamic = bool(dynamic)
         self.initial_scale = float(_positive_float32("initial_scale", initial_scale))
+        with np.errstate(over="ignore"):
+            reciprocal = np.float32(1) / np.float32(self.initial_scale)
+        if not np.isfinite(reciprocal):  # get_unscaled_gradients would multiply by inf
+            raise ValueError(f"initial_scale must have a finite float32 reciprocal (at least "
+                             f"2^-127), got {initial_scale!r}")
         self.dynamic_growth_steps = _positive_int("dynamic_growth_steps", dynamic_growth_steps)
         self._state: DynamicLossScale | None = None
         if self.dynamic:

@@ -183,3 +183,12 @@ def test_optimizer_setters_refuse_invalid_values_naming_the_attribute(attribute,
         with pytest.raises(ValueError, match=f"{attribute} must be"):
             setattr(target, attribute, value)
     assert opt.iterations == 0 and opt.learning_rate == 0.001
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_loss_scale_optimizer_refuses_a_scale_whose_float32_reciprocal_overflows(dynamic):
+    with pytest.raises(ValueError, match="initial_scale must have a finite float32 reciprocal"):
+        nn.LossScaleOptimizer(nn.SGD(0.1), initial_scale=1e-40, dynamic=dynamic)
+    if not dynamic:  # (a dynamic scale has tf.keras's floor of 1 besides)
+        opt = nn.LossScaleOptimizer(nn.SGD(0.1), initial_scale=2.0**-127, dynamic=False)
+        assert np.isfinite(np.float32(1) / np.float32(opt.initial_scale))
