@@ -7,7 +7,7 @@ numba kernels.
 
 from fpsim import plot
 from fpsim._version import __version__
-from fpsim.bits import classify, decompose, from_bits, next_down, next_up, to_bits, ulp, values
+from fpsim.bits import classify, decompose, from_bits, to_bits
 from fpsim.catalog import (
     BF16,
     CATALOG,
@@ -30,6 +30,7 @@ from fpsim.catalog import (
 from fpsim.emulated import EmulatedArray, array, dot, matmul, sum  # noqa: A001  (fpsim.sum)
 from fpsim.explain import explain
 from fpsim.formats import Format
+from fpsim.grid import next_down, next_up, ulp, values
 from fpsim.monitor import monitor
 from fpsim.quantize import round  # noqa: A001  (numpy-style name: fpsim.round)
 from fpsim.rounding import MODE_NAMES, RoundingMode, get_mode, round_scalar

@@ -63,7 +63,7 @@ def values_in_range(fmt: Format | str, lo: float, hi: float) -> np.ndarray:
     fmt = get_format(fmt)
     if not lo <= hi:
         raise ValueError(f"need lo <= hi, got lo={lo}, hi={hi}")
-    from fpsim.bits import values as all_values  # every value of formats up to 16 bits
+    from fpsim.grid import values as all_values  # every value of formats up to 16 bits
 
     if fmt.bits <= 16:
         v = np.unique(np.asarray(all_values(fmt), dtype=np.float64))

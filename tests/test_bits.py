@@ -19,18 +19,8 @@ from strategies import formats, representable
 
 import fpsim
 from fpsim import Format
-from fpsim.bits import (
-    classify,
-    code_dtype,
-    decompose,
-    from_bits,
-    nan_code,
-    next_down,
-    next_up,
-    to_bits,
-    ulp,
-    values,
-)
+from fpsim.bits import classify, code_dtype, decompose, from_bits, nan_code, to_bits
+from fpsim.grid import next_down, next_up, ulp, values
 
 CUSTOM = [
     Format("e3m2", 3, 2),
