@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from nn.checks import count
 from nn.layers import Layer
 from nn.layers.initializers import restoring
 from nn.loss_scale import LossScaleOptimizer
@@ -150,10 +151,11 @@ class _Bad(ValueError):
 
 
 def _count(field: str, value: Any) -> int:
-    """``value`` if it is an integer >= 0, else _Bad naming the field."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    raise _Bad(f"{field} must be an integer >= 0, got {value!r}")
+    """``value`` if it is an integer >= 0 (nn.checks.count), else _Bad naming the field."""
+    try:
+        return count(field, value)
+    except ValueError as e:
+        raise _Bad(str(e)) from None
 
 
 def _flag(field: str, value: Any) -> bool:

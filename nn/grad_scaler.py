@@ -9,12 +9,11 @@ from typing import Any
 import numpy as np
 
 import fpsim
+from nn.checks import count
 from nn.loss_scale import (
     DynamicLossScale,
-    _count,
     _factor,
     _positive_float32,
-    _positive_int,
     _scale_value,
 )
 from nn.optimizers import Optimizer, _name_of, _needs_rounding
@@ -183,7 +182,7 @@ class GradScaler:
         return self._state.growth_interval
 
     def set_growth_interval(self, new_interval: int) -> None:
-        self._state.growth_interval = _positive_int("growth_interval", new_interval)
+        self._state.growth_interval = count("growth_interval", new_interval, minimum=1)
 
     _KEYS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
 
@@ -209,7 +208,7 @@ class GradScaler:
             raise ValueError(f"GradScaler state dict lacks {missing}; expected keys {self._KEYS}")
         new = DynamicLossScale(1.0, state_dict["growth_interval"], state_dict["growth_factor"],
                                state_dict["backoff_factor"])
-        tracker = _count("_growth_tracker", state_dict["_growth_tracker"])
+        tracker = count("_growth_tracker", state_dict["_growth_tracker"])
         new._set_scale(state_dict["scale"], "scale", allow_zero=True)
         new.counter = tracker
         self._state = new

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 import fpsim
+from nn.checks import count
 from nn.optimizers import Optimizer, _needs_rounding, gradient_array
-from nn.optimizers import _check_count as _count
 
 
 def _positive_float32(name: str, value: object) -> np.float32:
@@ -36,12 +36,6 @@ def _positive_float32(name: str, value: object) -> np.float32:
             return value32
     raise ValueError(f"{name} must be a positive number that is finite and non-zero in "
                      f"float32, got {value!r}")
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1:
-        return int(value)
-    raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def _factor(name: str, value: object, *, above_one: bool) -> float:
@@ -76,7 +70,7 @@ class DynamicLossScale:
     def __init__(self, initial_scale: float, growth_interval: int, growth_factor: float,
                  backoff_factor: float, min_scale: float | None = None,
                  max_scale: float | None = None) -> None:
-        self.growth_interval = _positive_int("growth_interval", growth_interval)
+        self.growth_interval = count("growth_interval", growth_interval, minimum=1)
         self.growth_factor = _factor("growth_factor", growth_factor, above_one=True)
         self.backoff_factor = _factor("backoff_factor", backoff_factor, above_one=False)
         self.min_scale = None if min_scale is None else _positive_float32("min_scale", min_scale)
@@ -149,7 +143,7 @@ class DynamicLossScale:
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a loss-scale state ({e!r}); expected keys 'scale', "
                              "'counter'") from None
-        counter = _count("counter", counter)
+        counter = count("counter", counter)
         # without a floor, repeated backoff can reach 0 (float32 underflow): a reachable state
         self._set_scale(scale, "scale", allow_zero=self.min_scale is None)
         self.counter = counter
@@ -239,7 +233,7 @@ class LossScaleOptimizer:
         if not np.isfinite(reciprocal):  # get_unscaled_gradients would multiply by inf
             raise ValueError(f"initial_scale must have a finite float32 reciprocal (at least "
                              f"2^-127), got {initial_scale!r}")
-        self.dynamic_growth_steps = _positive_int("dynamic_growth_steps", dynamic_growth_steps)
+        self.dynamic_growth_steps = count("dynamic_growth_steps", dynamic_growth_steps, minimum=1)
         self._state: DynamicLossScale | None = None
         if self.dynamic:
             self._state = DynamicLossScale(initial_scale, self.dynamic_growth_steps,
@@ -345,7 +339,7 @@ class LossScaleOptimizer:
         """Restore ``state_dict()`` output (validated first; nothing changes on error)."""
         try:
             scale_state = {"scale": state["loss_scale"], "counter": state["dynamic_counter"]}
-            skipped = _count("skipped_steps", state["skipped_steps"])
+            skipped = count("skipped_steps", state["skipped_steps"])
             inner_state = state["optimizer"]
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a LossScaleOptimizer state ({e!r}); expected keys "

@@ -26,6 +26,7 @@ from nn import losses as nn_losses
 from nn import metrics as nn_metrics
 from nn import optimizers as nn_optimizers
 from nn.autograd import no_grad
+from nn.checks import count
 from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
 from nn.policy import format_name
@@ -33,7 +34,6 @@ from nn.registry import LOSSES
 from nn.tensor import Tensor, Variable
 from nn.training import (
     as_arrays,
-    check_positive_int,
     is_mixed_float16,
     iter_layers,
     serial_numba,
@@ -208,8 +208,8 @@ class Model:
             raise TypeError(f"allow_nonfinite must be True or False, got {allow_nonfinite!r}")
         finite = not allow_nonfinite
         x, y = as_arrays(x, y, "fit", finite=finite)
-        batch_size = check_positive_int("batch_size", batch_size)
-        epochs = check_positive_int("epochs", epochs)
+        batch_size = count("batch_size", batch_size, minimum=1)
+        epochs = count("epochs", epochs, minimum=1)
         if not (isinstance(validation_split, (int, float)) and 0 <= validation_split < 1):
             raise ValueError(f"validation_split must be a number in [0, 1), got "
                              f"{validation_split!r}")
@@ -265,7 +265,7 @@ class Model:
         xa = np.asarray(x.data if isinstance(x, Tensor) else x)
         if xa.ndim < 1 or len(xa) == 0:
             raise ValueError(f"predict: x must be a non-empty batch, got shape {xa.shape}")
-        batch_size = check_positive_int("batch_size", batch_size)
+        batch_size = count("batch_size", batch_size, minimum=1)
         outs = []
         with no_grad():
             for i in range(0, len(xa), batch_size):
@@ -279,7 +279,7 @@ class Model:
         ``return_dict=True``."""
         self._require_compiled("evaluate()")
         x, y = as_arrays(x, y, "evaluate")
-        batch_size = check_positive_int("batch_size", batch_size)
+        batch_size = count("batch_size", batch_size, minimum=1)
         metrics = [type(m).from_config(m.get_config()) for m in self.metrics]
         total = 0.0
         with no_grad():

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 import fpsim
+from nn.checks import count
 from nn.registry import OPTIMIZERS
 
 
@@ -49,13 +50,6 @@ def _check_float(name: str, value: object, lo: float, hi: float, *, lo_open: boo
             return v
     interval = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
     raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
-
-
-def _check_count(name: str, value: object) -> int:
-    """``value`` as an int if it is an integer >= 0 (not a bool), else a ValueError."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
-        return int(value)
-    raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
 
 
 def _needs_rounding(fmt: Any) -> bool:
@@ -120,7 +114,7 @@ class Optimizer:
 
     @iterations.setter
     def iterations(self, value: int) -> None:
-        self._iterations = _check_count(f"{self.name}: iterations", value)
+        self._iterations = count(f"{self.name}: iterations", value)
 
     # ---- variables and slots -------------------------------------------------------------
     @property
@@ -253,7 +247,7 @@ class Optimizer:
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{self.name}: not an optimizer state dict ({e!r}); expected keys "
                              "'iterations' and 'slots'") from None
-        iterations = _check_count(f"{self.name}: iterations", iterations)
+        iterations = count(f"{self.name}: iterations", iterations)
         if not slots and iterations == 0:
             # saved before the first step: nothing was built, and fresh slots (zeros) are
             # exactly what that optimizer would have built

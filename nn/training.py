@@ -58,12 +58,6 @@ def is_mixed_float16(model: Any) -> bool:
     return False
 
 
-def check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
 def _check_finite(arr: np.ndarray, name: str, what: str) -> None:
     if arr.dtype.kind in "fc":
         bad = ~np.isfinite(arr)
