@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -15,3 +17,15 @@ def count(name: str, value: object, *, minimum: int = 0) -> int:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= minimum:
         return int(value)
     raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def number(name: str, value: object, *, lo: float = -math.inf, hi: float = math.inf,
+           lo_open: bool = False, hi_open: bool = False) -> float:
+    """``value`` as a float if it is a finite real number (not a bool) in the interval, else a
+    ValueError naming ``name``, the value and the allowed interval."""
+    if (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+            and math.isfinite(v := float(value))):
+        if (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi):
+            return v
+    interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")

@@ -36,20 +36,8 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn.checks import count
+from nn.checks import count, number
 from nn.registry import OPTIMIZERS
-
-
-def _check_float(name: str, value: object, lo: float, hi: float, *, lo_open: bool = False,
-                 hi_open: bool = False) -> float:
-    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
-            and math.isfinite(v := float(value))):
-        above = v > lo if lo_open else v >= lo
-        below = v < hi if hi_open else v <= hi
-        if above and below:
-            return v
-    interval = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
-    raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
 
 
 def _needs_rounding(fmt: Any) -> bool:
@@ -105,7 +93,7 @@ class Optimizer:
 
     @learning_rate.setter
     def learning_rate(self, value: float) -> None:
-        self._learning_rate = _check_float("learning_rate", value, 0.0, math.inf)
+        self._learning_rate = number("learning_rate", value, lo=0.0, hi=math.inf)
 
     @property
     def iterations(self) -> int:
@@ -293,7 +281,7 @@ class SGD(Optimizer):
     def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0,
                  nesterov: bool = False, *, params: Iterable[Any] | None = None,
                  name: str | None = None) -> None:
-        self.momentum = _check_float("momentum", momentum, 0.0, 1.0)
+        self.momentum = number("momentum", momentum, lo=0.0, hi=1.0)
         self.nesterov = bool(nesterov)
         self.slot_names = ("momentum",) if self.momentum > 0 else ()
         super().__init__(learning_rate, params=params, name=name)
@@ -330,9 +318,9 @@ class RMSprop(Optimizer):
     def __init__(self, learning_rate: float = 0.001, rho: float = 0.9, momentum: float = 0.0,
                  epsilon: float = 1e-7, centered: bool = False, *,
                  params: Iterable[Any] | None = None, name: str | None = None) -> None:
-        self.rho = _check_float("rho", rho, 0.0, 1.0, hi_open=True)
-        self.momentum = _check_float("momentum", momentum, 0.0, 1.0)
-        self.epsilon = _check_float("epsilon", epsilon, 0.0, math.inf)
+        self.rho = number("rho", rho, lo=0.0, hi=1.0, hi_open=True)
+        self.momentum = number("momentum", momentum, lo=0.0, hi=1.0)
+        self.epsilon = number("epsilon", epsilon, lo=0.0, hi=math.inf)
         self.centered = bool(centered)
         self.slot_names = (("velocity",) + (("momentum",) if self.momentum > 0 else ())
                            + (("average_gradient",) if self.centered else ()))
@@ -379,9 +367,9 @@ class Adam(Optimizer):
     def __init__(self, learning_rate: float = 0.001, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-7, *,
                  params: Iterable[Any] | None = None, name: str | None = None) -> None:
-        self.beta_1 = _check_float("beta_1", beta_1, 0.0, 1.0, hi_open=True)
-        self.beta_2 = _check_float("beta_2", beta_2, 0.0, 1.0, hi_open=True)
-        self.epsilon = _check_float("epsilon", epsilon, 0.0, math.inf)
+        self.beta_1 = number("beta_1", beta_1, lo=0.0, hi=1.0, hi_open=True)
+        self.beta_2 = number("beta_2", beta_2, lo=0.0, hi=1.0, hi_open=True)
+        self.epsilon = number("epsilon", epsilon, lo=0.0, hi=math.inf)
         super().__init__(learning_rate, params=params, name=name)
 
     def _update(self, g, w, slots, t):

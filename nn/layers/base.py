@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from nn import checks, sites
 from nn import functions as F
-from nn import sites
 from nn.autograd import name_scope
 from nn.layers.initializers import get_initializer, global_generator
 from nn.policy import Policy, as_policy, format_name
@@ -37,15 +37,9 @@ def _unique_name(base: str) -> str:
 
 def check_number(layer: str, name: str, value: object, *, lo: float = -math.inf,
                  hi: float = math.inf, lo_open: bool = False, hi_open: bool = False) -> float:
-    """``value`` as a float if it is a finite real number in the interval, else a ValueError
-    naming the layer class, the argument, the value and the allowed interval."""
-    if (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-            and math.isfinite(float(value))):
-        v = float(value)
-        if (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi):
-            return v
-    interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-    raise ValueError(f"{layer}: {name} must be a finite number in {interval}, got {value!r}")
+    """nn.checks.number, its message naming the layer class too."""
+    return checks.number(f"{layer}: {name}", value, lo=lo, hi=hi, lo_open=lo_open,
+                         hi_open=hi_open)
 
 
 def check_seed(layer: str, seed: object) -> int | None:
