@@ -29,3 +29,13 @@ def number(name: str, value: object, *, lo: float = -math.inf, hi: float = math.
             return v
     interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
     raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
+
+
+def device(name: str, value: object) -> str:
+    """"cpu" (the PyTorch face's only device: fpsim emulates every format on the CPU), else a
+    ValueError naming ``name`` and the value."""
+    if isinstance(value, str) and value.strip().lower() in ("cpu", "cpu:0"):
+        return "cpu"
+    raise ValueError(f"{name}={value!r} is not available: fpsim emulates every format on the "
+                     f"CPU, so the only device is 'cpu' (e.g. nn.autocast('cpu', "
+                     f"dtype='float16'), nn.GradScaler('cpu'))")

@@ -5,6 +5,11 @@ Importing this package registers the wrappers behind Tensor's operators (``a + b
 ``add(a, b)``): Tensor sits below the ops and never imports them.
 """
 
+from typing import Any
+
+from nn import autocast as _autocast
+from nn.autograd import backward as _backward
+from nn.functions._common import autocast_fp32, autocast_lower
 from nn.functions.activations import (
     GELU,
     Dropout,
@@ -68,7 +73,7 @@ from nn.tensor import register_ops
 __all__ = [
     "GELU", "Add", "BroadcastTo", "Cast", "Clip", "Div", "Dropout", "Erf", "Exp", "GetItem",
     "LeakyReLU", "Linear", "Log", "LogSoftmax", "MatMul", "Max", "Mean", "Mul", "Neg", "Pow",
-    "ReLU", "ReLUGrad", "Reshape", "Sigmoid", "Softmax", "SparseSoftmaxCrossEntropy", "Sqrt",
+    "ReLU", "ReLUGrad", "autocast_fp32", "autocast_lower", "Reshape", "Sigmoid", "Softmax", "SparseSoftmaxCrossEntropy", "Sqrt",
     "Sub", "Sum", "Tanh",
     "Transpose", "add", "broadcast_to", "cast", "clip", "div", "dropout", "erf", "exp",
     "gelu", "getitem", "leaky_relu", "linear", "log", "log_softmax", "matmul", "max", "mean",
@@ -76,8 +81,17 @@ __all__ = [
     "sparse_softmax_cross_entropy", "sum", "tanh", "transpose",
 ]
 
+
+
+def _backward_without_autocast(root: Any, grad: Any = None) -> None:
+    """``Tensor.backward``: the engine's backward with autocast off (PyTorch's rule: a
+    backward runs each op in the formats its forward chose, even inside an autocast block)."""
+    with _autocast.disabled():
+        _backward(root, grad)
+
+
 register_ops(
-    add=add, sub=sub, mul=mul, div=div, neg=neg, pow=pow, matmul=matmul, getitem=getitem,
+    backward=_backward_without_autocast, add=add, sub=sub, mul=mul, div=div, neg=neg, pow=pow, matmul=matmul, getitem=getitem,
     sum=sum, mean=mean, max=max, reshape=reshape, transpose=transpose, exp=exp, log=log,
     sqrt=sqrt, relu=relu, sigmoid=sigmoid, tanh=tanh, cast=cast,
 )

@@ -1,11 +1,14 @@
-"""Helpers shared by the ops: the output-rounding rule and the fp32 widening of a tensor."""
+"""Helpers shared by the ops: the output-rounding rule, the fp32 widening of a tensor, and the
+two autocast hooks (``autocast_lower`` for matmul-like ops, ``autocast_fp32`` for the ops
+autocast runs in fp32; see ``nn.autocast``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from nn.autocast import active_format
 from nn.autograd import Context
-from nn.functions.cast import Cast
+from nn.functions.cast import Cast, cast
 from nn.policy import at_least_fp32
 from nn.rounding import round_array
 from nn.tensor import Tensor
@@ -32,3 +35,22 @@ def constant(values: np.ndarray, like: Tensor) -> Tensor:
     dtype = like.data.dtype
     data = np.asarray(values, dtype=dtype)
     return Tensor._make(round_array(data, like.fmt), like.fmt)
+
+
+def autocast_lower(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Inside ``nn.autocast``: each tensor cast to the autocast format (a Cast op, so its
+    gradient is cast back to the tensor's own format); outside: the tensors as they are.
+
+    Every op autocast runs in the lower-precision format calls this on its inputs first
+    (``matmul``, ``linear``; a convolution or attention op written as its own Function too).
+    """
+    fmt = active_format()
+    if fmt is None:
+        return tensors
+    return tuple(cast(t, fmt) for t in tensors)
+
+
+def autocast_fp32(t: Tensor) -> Tensor:
+    """Inside ``nn.autocast``: ``t`` widened to FP32 (exact); outside: ``t``. The ops autocast
+    keeps in fp32 (softmax, log_softmax, exp, log, pow, norms) call this on their input."""
+    return t if active_format() is None else widen(t)

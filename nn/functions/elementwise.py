@@ -15,7 +15,7 @@ import numpy as np
 
 from nn import _kernels
 from nn.autograd import Context, Function
-from nn.functions._common import constant, finish
+from nn.functions._common import autocast_fp32, constant, finish
 from nn.tensor import Tensor
 
 
@@ -189,21 +189,23 @@ def neg(a: Tensor) -> Tensor:
 
 
 def pow(a: Tensor, exponent: Any) -> Tensor:  # noqa: A001 (the op's name)
-    """a ** exponent, for a real-number exponent."""
+    """a ** exponent, for a real-number exponent (in FP32 inside ``nn.autocast``)."""
     if not isinstance(exponent, numbers.Real) or isinstance(exponent, (bool, np.bool_)):
         raise TypeError(
             f"pow: exponent must be a real number (int or float), got {exponent!r} "
             f"of type {type(exponent).__name__}"
         )
-    return Pow.apply(a, exponent=float(exponent))
+    return Pow.apply(autocast_fp32(a), exponent=float(exponent))
 
 
 def exp(a: Tensor) -> Tensor:
-    return Exp.apply(a)
+    """e ** a, rounded to a's format (computed and returned in FP32 inside ``nn.autocast``)."""
+    return Exp.apply(autocast_fp32(a))
 
 
 def log(a: Tensor) -> Tensor:
-    return Log.apply(a)
+    """ln a, rounded to a's format (computed and returned in FP32 inside ``nn.autocast``)."""
+    return Log.apply(autocast_fp32(a))
 
 
 def sqrt(a: Tensor) -> Tensor:

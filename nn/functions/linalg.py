@@ -15,7 +15,7 @@ import numpy as np
 from fpsim import FP32, Format
 from nn import _kernels, rounding
 from nn.autograd import Context, Function, grad_site
-from nn.functions._common import finish, widen
+from nn.functions._common import autocast_lower, finish, widen
 from nn.functions.activations import relu_grad
 from nn.functions.reductions import sum as reduce_sum
 from nn.functions.shape import transpose
@@ -59,8 +59,9 @@ class MatMul(Function):
         a, b = ctx.inputs
         g = widen(grad)  # fp32 accumulation; the engine rounds each result to its input's format
         need_a, need_b = ctx.needs_input_grad
-        return (g @ _swap_last(widen(b)) if need_a else None,
-                _swap_last(widen(a)) @ g if need_b else None)
+        # MatMul.apply, not ``@``: a backward never goes through the autocast hook
+        return (MatMul.apply(g, _swap_last(widen(b))) if need_a else None,
+                MatMul.apply(_swap_last(widen(a)), g) if need_b else None)
 
 
 class Linear(Function):
@@ -105,7 +106,9 @@ class Linear(Function):
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b: compute-format inputs, fp32 accumulation, one rounding to the output format."""
+    """a @ b: compute-format inputs, fp32 accumulation, one rounding to the output format.
+
+    Inside ``nn.autocast`` both inputs are cast to the autocast format first."""
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(
             f"matmul needs tensors of at least 2 dimensions, got shapes {a.shape} and {b.shape}"
@@ -115,13 +118,14 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             f"matmul: shapes {a.shape} and {b.shape} are not aligned "
             f"({a.shape[-1]} (last dimension of a) != {b.shape[-2]} (second-to-last of b))"
         )
-    return MatMul.apply(a, b)
+    return MatMul.apply(*autocast_lower(a, b))
 
 
 def linear(x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None) -> Tensor:
     """The dense layer's op: ``relu?(x @ w + b)`` with a single rounding of the fp32 sum.
 
     ``activation`` is None or "relu" (fused); anything else is applied by the caller.
+    Inside ``nn.autocast`` x, w and b are cast to the autocast format first.
     """
     if activation not in (None, "relu"):
         raise ValueError(f"linear fuses only activation=None or 'relu', got {activation!r}")
@@ -130,5 +134,5 @@ def linear(x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None
                          f"{w.shape} (expected (batch, {w.shape[0] if w.ndim else '?'}))")
     if b is not None and b.shape != (w.shape[1],):
         raise ValueError(f"linear: bias of shape {b.shape}, expected ({w.shape[1]},)")
-    inputs = (x, w) if b is None else (x, w, b)
+    inputs = autocast_lower(x, w) if b is None else autocast_lower(x, w, b)
     return Linear.apply(*inputs, relu=activation == "relu")

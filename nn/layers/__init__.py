@@ -21,7 +21,7 @@ A new layer registers itself with ``@nn.layers.register``; ``names()`` lists the
 from __future__ import annotations
 
 from nn.layers.base import Layer, deserialize, register, serialize
-from nn.layers.core import Activation, Dense, Dropout, Flatten, ReLU
+from nn.layers.core import Activation, Dense, Dropout, Flatten, Linear, ReLU
 from nn.layers.initializers import (
     INITIALIZERS,
     get_activation,
@@ -44,7 +44,7 @@ def names() -> list[str]:
 
 
 __all__ = [
-    "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Layer", "ReLU", "Sequential",
+    "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Layer", "Linear", "ReLU", "Sequential",
     "deserialize", "get", "get_activation", "get_initializer", "names", "register", "serialize",
     "set_random_seed",
 ]

@@ -18,8 +18,10 @@ import numpy as np
 
 from nn import checks, sites
 from nn import functions as F
+from nn.autocast import is_autocast_enabled
 from nn.autograd import name_scope
 from nn.layers.initializers import get_initializer, global_generator
+from nn.layers.module import Module
 from nn.policy import Policy, as_policy, format_name
 from nn.registry import LAYERS
 from nn.tensor import Tensor, Variable
@@ -50,8 +52,11 @@ def check_seed(layer: str, seed: object) -> int | None:
     raise ValueError(f"{layer}: seed must be None or an integer >= 0, got {seed!r}")
 
 
-class Layer:
+class Layer(Module):
     """Base layer: a name, a dtype policy, weights made on the first call, ``trainable_variables``.
+
+    The PyTorch verbs (``parameters()``, ``state_dict()``, ``train()``/``eval()``, ...) come
+    from ``nn.layers.module.Module``.
 
     Subclasses implement ``build(input_shape)`` (create weights with ``add_weight``) and
     ``call(x, training)`` on a Tensor already in the compute format; ``check_input`` may reject
@@ -73,6 +78,7 @@ class Layer:
         self.built = False
         self._build_input_shape: tuple[int | None, ...] | None = None
         self._weights: list[Variable] = []
+        self._weight_keys: dict[int, str] = {}
 
     # --- formats ----------------------------------------------------------------------------------
     @property
@@ -98,7 +104,16 @@ class Layer:
         var = Variable(values, fmt=self.variable_format, name=f"{self.name}/{name}",
                        trainable=trainable and self.trainable)
         self._weights.append(var)
+        self._weight_keys[id(var)] = name
         return var
+
+    def weight_key(self, var: Variable) -> str:
+        """The name ``var`` was added under (``"kernel"``), the last part of its state-dict key."""
+        key = self._weight_keys.get(id(var))
+        if key is not None:
+            return key
+        name = var.name or f"weight{self._weights.index(var)}"
+        return name.removeprefix(f"{self.name}/")
 
     @property
     def weights(self) -> list[Variable]:
@@ -129,7 +144,11 @@ class Layer:
             var.assign(value)
 
     def read(self, var: Variable) -> Tensor:
-        """``var`` in the compute format (a Cast; the variable itself if the formats agree)."""
+        """``var`` in the compute format (a Cast; the variable itself if the formats agree).
+
+        Inside ``nn.autocast`` the variable itself: each op then picks its own format."""
+        if is_autocast_enabled():
+            return var
         t = F.cast(var, self.compute_format)
         if t is not var:
             t.grad_site = sites.weight_grad(var.name) if var.name else None
@@ -154,7 +173,7 @@ class Layer:
                     f"{arr.dtype}; convert it first, e.g. x.astype('float32')"
                 )
             x = Tensor(arr)
-        return F.cast(x, self.compute_format)
+        return x if is_autocast_enabled() else F.cast(x, self.compute_format)
 
     def _build_once(self, input_shape: tuple[int | None, ...]) -> None:
         if not self.built:
@@ -162,8 +181,20 @@ class Layer:
             self._build_input_shape = (None, *input_shape[1:])
             self.built = True
 
-    def __call__(self, x: Any, training: bool = False) -> Tensor:
-        """Cast ``x`` to the compute format, build on the first call, run ``call``."""
+    def resolve_training(self, training: bool | None) -> bool:
+        """``training`` if given, else the layer's mode (``train()``/``eval()``), else False
+        (Keras's default for a call without ``training=``)."""
+        if training is None:
+            return bool(self.training)
+        if not isinstance(training, (bool, np.bool_)):
+            raise TypeError(f"layer '{self.name}': training must be True, False or None, got "
+                            f"{training!r}")
+        return bool(training)
+
+    def __call__(self, x: Any, training: bool | None = None) -> Tensor:
+        """Cast ``x`` to the compute format (not inside ``nn.autocast``), build on the first
+        call, run ``call`` with ``resolve_training(training)``."""
+        training = self.resolve_training(training)
         x = self._as_input(x)
         if not self.built:
             if x.ndim < 1:

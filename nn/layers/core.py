@@ -1,4 +1,4 @@
-"""The core layers: Dense, Activation, ReLU, Flatten, Dropout.
+"""The core layers: Dense, Linear (PyTorch's), Activation, ReLU, Flatten, Dropout.
 
 Every constructor argument is validated; an error names the layer class, the argument, the value
 and what is allowed.
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import math
 
 import numpy as np
 
@@ -81,6 +83,67 @@ class Dense(Layer):
         return {**super().get_config(), "units": self.units,
                 "activation": activation_name(self.activation_name), "use_bias": self.use_bias,
                 "seed": self.seed}
+
+
+def _uniform_fan_in(fan_in: int) -> Callable[[tuple[int, ...], np.random.Generator], np.ndarray]:
+    """U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear init (kaiming_uniform with a=sqrt(5)
+    for the weight, the same bound for the bias)."""
+    bound = 1.0 / math.sqrt(fan_in)
+    return lambda shape, rng: rng.uniform(-bound, bound, shape)
+
+
+@register
+class Linear(Layer):
+    """PyTorch's ``nn.Linear``: y = x @ weight.T + bias, weights made at construction.
+
+    ``weight`` has shape (out_features, in_features), ``bias`` (out_features,), both drawn from
+    U(-1/sqrt(in_features), 1/sqrt(in_features)) as PyTorch initializes them (from ``seed``'s
+    generator, or the global one: ``nn.set_random_seed``). Input: (*, in_features).
+
+    Numerics as ``Dense``: x, weight and bias in the compute format of the layer's policy
+    (``dtype=``; inside ``nn.autocast``, the autocast format), products and bias summed in
+    fp32, one rounding to the output format.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 dtype: Policy | str | None = None, name: str | None = None,
+                 seed: int | None = None) -> None:
+        super().__init__(name=name, dtype=dtype)
+        for arg, value in (("in_features", in_features), ("out_features", out_features)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"Linear: {arg} must be a positive integer, got {value!r}")
+        if not isinstance(bias, (bool, np.bool_)):
+            raise TypeError(f"Linear: bias must be True or False, got {bias!r}")
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.seed = check_seed("Linear", seed)
+        rng = np.random.default_rng(seed) if seed is not None else None
+        init = _uniform_fan_in(self.in_features)
+        self.weight: Variable = self.add_weight("weight", (self.out_features, self.in_features),
+                                                init, rng=rng)
+        self.bias: Variable | None = (self.add_weight("bias", (self.out_features,), init, rng=rng)
+                                      if bias else None)
+        self._build_once((None, self.in_features))
+
+    def check_input(self, x: Tensor) -> None:
+        if x.ndim < 1 or x.shape[-1] != self.in_features:
+            raise ValueError(f"layer '{self.name}' (Linear) expects input of shape "
+                             f"(*, in_features={self.in_features}), got shape {x.shape}")
+
+    def call(self, x: Tensor, training: bool = False) -> Tensor:
+        lead = x.shape[:-1]
+        x2 = x if x.ndim == 2 else F.reshape(x, (-1, self.in_features))
+        b = self.read(self.bias) if self.bias is not None else None
+        y = F.linear(x2, F.transpose(self.read(self.weight), None), b)
+        return y if x.ndim == 2 else F.reshape(y, (*lead, self.out_features))
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "in_features": self.in_features,
+                "out_features": self.out_features, "bias": self.bias is not None,
+                "seed": self.seed}
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
 
 
 @register

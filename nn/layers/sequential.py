@@ -78,7 +78,7 @@ class Sequential(Layer, Model):
             )
         return Tensor(arr)
 
-    def __call__(self, x: Any, training: bool = False) -> Tensor:
+    def __call__(self, x: Any, training: bool | None = None) -> Tensor:  # None: each layer's mode
         if not self.layers:
             raise ValueError(f"Sequential model '{self.name}' has no layers")
         x = self._as_input(x)

@@ -1,31 +1,5 @@
-"""Keras optimizers (SGD, RMSprop, Adam) that update variables in place, in fp32 arithmetic.
-
-Numerics (the same for every optimizer):
-
-- The update is computed in the variable's carrier dtype (float32; float64 under the "float64"
-  policy) with Keras's formulas, and the slot variables (momentum, velocity, ...) live in that
-  dtype too: fp32 slots even when the variable itself holds fp16 or bf16 values.
-- Under a mixed policy the variables are fp32 master weights and nothing else is rounded.
-- Under the pure "float16"/"bfloat16" policies the variable's values lie in that format: the new
-  value ``w - update`` is rounded once to it with ``fpsim.round`` (nearest-even). An update
-  smaller than half an ulp of ``w`` is then lost (*swamping*: fp16 keeps 11 significant bits,
-  so ``w + lr*g == w`` once ``w`` is about 2048x larger than ``lr*g``).
-- Every element whose non-zero update left the weight unchanged is counted in
-  ``swamped_updates`` (and per variable name in ``swamped_counts``), for every format.
-
-Two calling conventions share one implementation:
-
-- Keras: ``opt.apply_gradients(zip(grads, variables))``; a ``None`` gradient skips its
-  variable; ``iterations`` counts calls.
-- PyTorch: ``opt = Adam(1e-3, params=model.trainable_variables)``; ``opt.step()`` applies each
-  param's ``.grad``; ``opt.zero_grad()``. This is what ``nn.GradScaler.step(opt)`` calls. The
-  formulas stay Keras's (e.g. Adam's bias correction uses the global ``iterations``).
-
-Example (``w`` an ``nn.Variable``)::
-
-    opt = SGD(learning_rate=0.1)
-    opt.apply_gradients(zip([np.ones(w.shape, np.float32)], [w]))   # w.data -= 0.1
-"""
+"""The optimizer base class (both calling conventions, slots, swamping telemetry, state) and
+the argument rules shared by the optimizers (``learning_rate`` vs ``lr``, params first)."""
 
 from __future__ import annotations
 
@@ -37,7 +11,6 @@ import numpy as np
 
 import fpsim
 from nn.checks import count, number
-from nn.registry import OPTIMIZERS
 
 
 def _needs_rounding(fmt: Any) -> bool:
@@ -56,6 +29,50 @@ def gradient_array(grad: Any) -> np.ndarray:
     if arr.dtype.kind not in "fiu":
         raise TypeError(f"a gradient must be numeric, got an array of dtype {arr.dtype}")
     return arr
+
+
+_PARAMS_HINT = ("pass them first, SGD(model.parameters(), lr=0.1), or as params=[...], or use "
+                "apply_gradients(zip(grads, variables))")
+
+
+def _is_params(value: object) -> bool:
+    """True for what a PyTorch optimizer takes first: an iterable of variables (not a number,
+    not a string)."""
+    if isinstance(value, (str, bytes, np.ndarray)) or np.ndim(value) == 0 and not hasattr(
+            value, "__iter__"):
+        return False
+    return hasattr(value, "__iter__")
+
+
+def learning_rate_args(cls_name: str, first: Any, lr: Any, params: Iterable[Any] | None,
+                       extra: tuple[Any, ...], keras_default: float, torch_default: float
+                       ) -> tuple[float, Iterable[Any] | None, bool]:
+    """(learning rate, params, PyTorch face?) from both calling conventions.
+
+    ``first`` is the first positional argument: a learning rate (Keras) or the parameters
+    (PyTorch). ``lr`` and ``learning_rate`` together raise; a bad value raises a ValueError
+    naming the argument as the user wrote it.
+    """
+    if extra:
+        raise TypeError(f"{cls_name}: only the first argument may be positional; pass the "
+                        f"others by keyword, e.g. {cls_name}(model.parameters(), lr=0.1) or "
+                        f"{cls_name}(learning_rate=0.1) (got extra positional {extra!r})")
+    torch_face = first is not None and _is_params(first)
+    if torch_face:
+        if params is not None:
+            raise ValueError(f"{cls_name}: parameters given twice (first argument and params=)")
+        params, first = first, None
+    if first is not None and lr is not None:
+        raise ValueError(f"{cls_name}: got both learning_rate={first!r} and lr={lr!r}; pass one "
+                         "(lr is PyTorch's spelling, learning_rate Keras's)")
+    if lr is not None:
+        written, value = "lr", lr
+    elif first is not None:
+        written, value = "learning_rate", first
+    else:
+        written = "lr" if torch_face else "learning_rate"
+        value = torch_default if torch_face else keras_default
+    return number(f"{cls_name}: {written}", value, lo=0.0, hi=math.inf), params, torch_face
 
 
 class Optimizer:
@@ -103,6 +120,15 @@ class Optimizer:
     @iterations.setter
     def iterations(self, value: int) -> None:
         self._iterations = count(f"{self.name}: iterations", value)
+
+    @property
+    def lr(self) -> float:
+        """PyTorch's name for ``learning_rate`` (checked under that name when set)."""
+        return self.learning_rate
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self._learning_rate = number("lr", value, lo=0.0, hi=math.inf)
 
     # ---- variables and slots -------------------------------------------------------------
     @property
@@ -186,10 +212,14 @@ class Optimizer:
 
     # ---- the PyTorch face ---------------------------------------------------------------
     def _require_params(self, what: str) -> list[Any]:
-        if self.params is None:
-            raise RuntimeError(f"{self.name}.{what} needs an optimizer constructed with "
-                               f"params=[...]; otherwise use apply_gradients(zip(grads, vars))")
-        return self.params
+        """The params this optimizer knows: those it was built with, else the variables it
+        has updated through ``apply_gradients``; none: a RuntimeError saying how to pass them."""
+        if self.params is not None:
+            return self.params
+        if self._variables:
+            return list(self._variables)
+        raise RuntimeError(f"{self.name}.{what} does not know any parameters yet: "
+                           f"{_PARAMS_HINT}")
 
     def step(self) -> None:
         """Apply each param's ``.grad`` (params without a gradient are skipped; none: no-op)."""
@@ -198,10 +228,15 @@ class Optimizer:
         if pairs:
             self.apply_gradients(pairs)
 
-    def zero_grad(self) -> None:
-        """Clear every param's gradient (``param.zero_grad()``)."""
-        for p in self._require_params("zero_grad()"):
-            p.zero_grad()
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the ``.grad`` of every param this optimizer knows (built with, or updated
+        through ``apply_gradients``): to None, or with ``set_to_none=False`` to zeros in place.
+
+        Backward passes accumulate into ``.grad`` (as in PyTorch), so a loop calls this once
+        per step."""
+        from nn.layers.module import clear_grads  # the one rule, shared with Module.zero_grad
+
+        clear_grads(self._require_params("zero_grad()"), set_to_none)
 
     # ---- config and state ---------------------------------------------------------------
     def get_config(self) -> dict[str, Any]:
@@ -267,136 +302,13 @@ class Optimizer:
         return f"{type(self).__name__}({args})"
 
 
-@OPTIMIZERS.register(aliases=("sgd",))
-class SGD(Optimizer):
-    """Stochastic gradient descent with optional (Nesterov) momentum; Keras's formulas.
-
-    - momentum == 0: ``w = w - lr * g``
-    - momentum > 0: ``m = momentum * m - lr * g``; ``w = w + m``
-    - nesterov: ``m = momentum * m - lr * g``; ``w = w + momentum * m - lr * g``
-
-    Defaults as Keras: learning_rate=0.01, momentum=0.0, nesterov=False; momentum in [0, 1].
-    """
-
-    def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0,
-                 nesterov: bool = False, *, params: Iterable[Any] | None = None,
-                 name: str | None = None) -> None:
-        self.momentum = number("momentum", momentum, lo=0.0, hi=1.0)
-        self.nesterov = bool(nesterov)
-        self.slot_names = ("momentum",) if self.momentum > 0 else ()
-        super().__init__(learning_rate, params=params, name=name)
-
-    def _update(self, g, w, slots, t):
-        c = w.dtype.type
-        lr_g = c(self.learning_rate) * g
-        if not self.slot_names:
-            return lr_g
-        m = slots["momentum"]
-        m *= c(self.momentum)
-        m -= lr_g
-        if self.nesterov:
-            return -(c(self.momentum) * m - lr_g)
-        return -m
-
-    def get_config(self) -> dict[str, Any]:
-        return super().get_config() | {"momentum": self.momentum, "nesterov": self.nesterov}
-
-
-@OPTIMIZERS.register(aliases=("rmsprop",))
-class RMSprop(Optimizer):
-    """RMSprop; Keras's formulas (epsilon inside the square root).
-
-    - ``v = rho * v + (1 - rho) * g**2``
-    - centered: ``a = rho * a + (1 - rho) * g``; ``denominator = v - a**2 + epsilon``;
-      otherwise ``denominator = v + epsilon``
-    - ``increment = lr * g / sqrt(denominator)``
-    - momentum > 0: ``m = momentum * m + increment``; ``w = w - m``; else ``w = w - increment``
-
-    Defaults as Keras: learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False.
-    """
-
-    def __init__(self, learning_rate: float = 0.001, rho: float = 0.9, momentum: float = 0.0,
-                 epsilon: float = 1e-7, centered: bool = False, *,
-                 params: Iterable[Any] | None = None, name: str | None = None) -> None:
-        self.rho = number("rho", rho, lo=0.0, hi=1.0, hi_open=True)
-        self.momentum = number("momentum", momentum, lo=0.0, hi=1.0)
-        self.epsilon = number("epsilon", epsilon, lo=0.0, hi=math.inf)
-        self.centered = bool(centered)
-        self.slot_names = (("velocity",) + (("momentum",) if self.momentum > 0 else ())
-                           + (("average_gradient",) if self.centered else ()))
-        super().__init__(learning_rate, params=params, name=name)
-
-    def _update(self, g, w, slots, t):
-        c = w.dtype.type
-        rho, one_minus_rho = c(self.rho), c(1 - self.rho)
-        v = slots["velocity"]
-        v[...] = rho * v + one_minus_rho * np.square(g)
-        if self.centered:
-            a = slots["average_gradient"]
-            a[...] = rho * a + one_minus_rho * g
-            denominator = v - np.square(a) + c(self.epsilon)
-        else:
-            denominator = v + c(self.epsilon)
-        increment = c(self.learning_rate) * g / np.sqrt(denominator)
-        if self.momentum > 0:
-            m = slots["momentum"]
-            m[...] = c(self.momentum) * m + increment
-            return m
-        return increment
-
-    def get_config(self) -> dict[str, Any]:
-        return super().get_config() | {"rho": self.rho, "momentum": self.momentum,
-                                       "epsilon": self.epsilon, "centered": self.centered}
-
-
-@OPTIMIZERS.register(aliases=("adam",))
-class Adam(Optimizer):
-    """Adam; Keras's formulas (epsilon is "epsilon hat", added outside the square root).
-
-    With ``t = iterations + 1``:
-
-    - ``alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)``
-    - ``m = m + (g - m) * (1 - beta_1)``; ``v = v + (g**2 - v) * (1 - beta_2)``
-    - ``w = w - m * alpha / (sqrt(v) + epsilon)``
-
-    Defaults as Keras: learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7.
-    """
-
-    slot_names = ("momentum", "velocity")
-
-    def __init__(self, learning_rate: float = 0.001, beta_1: float = 0.9,
-                 beta_2: float = 0.999, epsilon: float = 1e-7, *,
-                 params: Iterable[Any] | None = None, name: str | None = None) -> None:
-        self.beta_1 = number("beta_1", beta_1, lo=0.0, hi=1.0, hi_open=True)
-        self.beta_2 = number("beta_2", beta_2, lo=0.0, hi=1.0, hi_open=True)
-        self.epsilon = number("epsilon", epsilon, lo=0.0, hi=math.inf)
-        super().__init__(learning_rate, params=params, name=name)
-
-    def _update(self, g, w, slots, t):
-        c = w.dtype.type
-        one = c(1)
-        beta_1_power = np.power(c(self.beta_1), c(t))
-        beta_2_power = np.power(c(self.beta_2), c(t))
-        alpha = c(self.learning_rate) * np.sqrt(one - beta_2_power) / (one - beta_1_power)
-        m, v = slots["momentum"], slots["velocity"]
-        m += (g - m) * c(1 - self.beta_1)
-        v += (np.square(g) - v) * c(1 - self.beta_2)
-        return m * alpha / (np.sqrt(v) + c(self.epsilon))
-
-    def get_config(self) -> dict[str, Any]:
-        return super().get_config() | {"beta_1": self.beta_1, "beta_2": self.beta_2,
-                                       "epsilon": self.epsilon}
-
-
-def get(identifier: str | Optimizer) -> Optimizer:
-    """An optimizer from a registered name ("sgd", "rmsprop", "adam", or a class name; Keras
-    defaults) or an instance (returned as it is)."""
-    if isinstance(identifier, Optimizer):
-        return identifier
-    opt: Optimizer = OPTIMIZERS.get(identifier)
-    return opt
-
-
-def names() -> list[str]:
-    """The short names ``get`` accepts ("adam", ...; class names work too), sorted."""
-    return OPTIMIZERS.aliases()
+def _alias(cls_name: str, keras: tuple[str, Any, Any], torch: tuple[str, Any]) -> tuple[str, Any]:
+    """(name as written, value) of an argument with a Keras and a PyTorch spelling; ``keras``
+    is (name, value, its default). Both spellings given: a ValueError."""
+    (k_name, k_value, k_default), (t_name, t_value) = keras, torch
+    if t_value is None:
+        return k_name, k_value
+    if k_value != k_default:
+        raise ValueError(f"{cls_name}: got both {k_name}={k_value!r} and {t_name}={t_value!r}; "
+                         f"pass one ({t_name} is PyTorch's spelling, {k_name} Keras's)")
+    return t_name, t_value

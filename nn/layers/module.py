@@ -1,0 +1,199 @@
+"""The PyTorch face of every layer and model (``nn.Layer`` mixes this in): ``parameters()``,
+``named_parameters()``, ``state_dict()`` / ``load_state_dict()``, ``train()`` / ``eval()``,
+``children()``, ``modules()``, ``zero_grad()``.
+
+Keys: a weight's key is the path of positions and attribute names from the model down to it,
+then the weight's own name, joined by dots, as in PyTorch: ``"0.weight"`` for the first layer of
+a ``Sequential``, ``"fc1.weight"`` for an attribute ``self.fc1`` of a custom model, ``"0.kernel"``
+for a ``Dense``. No key contains a layer's automatic name (``dense_3``), so a state dict loads
+into a freshly built model of the same architecture.
+
+Mode: ``training`` is None until ``train()`` or ``eval()`` sets it (on the layer and everything
+inside it). Calling a layer or model without ``training=`` uses that mode, and a layer whose
+mode was never set runs in inference mode, as a Keras layer called without ``training=`` does.
+So a PyTorch loop calls ``model.train()`` (dropout on) and ``model.eval()`` (dropout off), as
+PyTorch code does; an explicit ``training=`` argument always wins (``fit`` passes True).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from nn.checks import device
+from nn.tensor import Variable
+
+if TYPE_CHECKING:
+    from nn.layers.base import Layer
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict`` returns (PyTorch's ``_IncompatibleKeys``)."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class Module:
+    """PyTorch's module verbs over a layer's weights and the layers inside it."""
+
+    training: bool | None = None  # set by train() / eval(); None: never set (see the docstring)
+
+    if TYPE_CHECKING:  # provided by nn.Layer
+        name: str
+        built: bool
+        trainable: bool
+        _weights: list[Variable]
+
+        def weight_key(self, var: Variable) -> str: ...
+
+    # --- the tree -------------------------------------------------------------------------------
+    def named_children(self) -> Iterator[tuple[str, Layer]]:
+        """The layers directly inside: a container's ``layers`` by position ("0", "1", ...),
+        otherwise the Layer attributes (and lists of layers, "blocks.0") in assignment order."""
+        from nn.layers.base import Layer
+
+        layers = getattr(self, "layers", None)
+        if isinstance(layers, list):
+            for i, layer in enumerate(layers):
+                yield str(i), layer
+            return
+        for key, value in vars(self).items():
+            if isinstance(value, Layer) and value is not self:
+                yield key, value
+            elif isinstance(value, (list, tuple)):
+                for i, item in enumerate(value):
+                    if isinstance(item, Layer):
+                        yield f"{key}.{i}", item
+
+    def children(self) -> Iterator[Layer]:
+        for _, child in self.named_children():
+            yield child
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """This layer (key ``prefix``) and every layer inside it, depth first."""
+        yield prefix, self
+        for key, child in self.named_children():
+            yield from child.named_modules(f"{prefix}.{key}" if prefix else key)
+
+    def modules(self) -> Iterator[Module]:
+        for _, module in self.named_modules():
+            yield module
+
+    # --- weights --------------------------------------------------------------------------------
+    def _named_variables(self, trainable_only: bool) -> Iterator[tuple[str, Variable]]:
+        seen: set[int] = set()
+        for prefix, module in self.named_modules():
+            if trainable_only and not module.trainable:
+                continue
+            module._require_built()
+            for var in module._weights:
+                if id(var) in seen or (trainable_only and not var.trainable):
+                    continue
+                seen.add(id(var))
+                key = module.weight_key(var)
+                yield (f"{prefix}.{key}" if prefix else key), var
+
+    def _require_built(self) -> None:
+        from nn.layers.base import Layer
+
+        if not self.built and type(self).build is not Layer.build:
+            raise ValueError(
+                f"layer '{self.name}' ({type(self).__name__}) has no weights yet: they are made "
+                "from the first input's shape; call the model on a batch once (model(x)), build "
+                "it, or use nn.Linear(in_features, out_features), whose weights exist at once")
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Variable]]:
+        """(key, variable) for every trainable variable, keys as in the module docstring."""
+        for key, var in self._named_variables(trainable_only=True):
+            yield (f"{prefix}.{key}" if prefix else key), var
+
+    def parameters(self) -> Iterator[Variable]:
+        """The trainable variables (an iterator, as in PyTorch): ``nn.SGD(model.parameters())``."""
+        for _, var in self.named_parameters():
+            yield var
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the ``.grad`` of every parameter (``set_to_none=False``: zero it in place)."""
+        clear_grads(self.parameters(), set_to_none)
+
+    # --- state dict -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Every variable (trainable or not) as a copy of its values, by key."""
+        return {key: var.numpy() for key, var in self._named_variables(trainable_only=False)}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True
+                        ) -> IncompatibleKeys:
+        """Copy ``state_dict``'s arrays into the variables of the same keys (each value is
+        rounded to its variable's format).
+
+        Everything is checked before anything changes: a shape mismatch always raises;
+        with ``strict=True`` (the default) missing and unexpected keys raise too, all of them
+        listed in one RuntimeError, as in PyTorch. Returns the missing and unexpected keys.
+        """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict expects a mapping of key -> array (what "
+                            f"state_dict() returns), got {type(state_dict).__name__}")
+        own = dict(self._named_variables(trainable_only=False))
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors: list[str] = []
+        if strict and missing:
+            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
+        if strict and unexpected:
+            errors.append("Unexpected key(s) in state_dict: "
+                          + ", ".join(f'"{k}"' for k in unexpected))
+        values: list[tuple[Variable, np.ndarray]] = []
+        for key, var in own.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            arr = np.asarray(getattr(value, "data", value) if not isinstance(value, np.ndarray)
+                             else value)
+            if arr.dtype.kind not in "biuf":
+                errors.append(f"value for {key} must be numbers, got dtype {arr.dtype}")
+            elif arr.shape != var.shape:
+                errors.append(f"size mismatch for {key}: copying a param with shape {arr.shape} "
+                              f"from checkpoint, the shape in current model is {var.shape}")
+            else:
+                values.append((var, arr))
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__} "
+                               f"'{self.name}':\n\t" + "\n\t".join(errors))
+        for var, arr in values:
+            var.assign(arr)
+        return IncompatibleKeys(missing, unexpected)
+
+    # --- mode and device ------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode on this layer and every layer inside it; returns self."""
+        if not isinstance(mode, (bool, np.bool_)):
+            raise ValueError(f"train(mode): mode must be True or False, got {mode!r}")
+        for module in self.modules():
+            module.training = bool(mode)
+        return self
+
+    def eval(self) -> Module:
+        """``train(False)``: inference mode (dropout off); returns self."""
+        return self.train(False)
+
+    def to(self, device_name: str) -> Module:
+        """Accepts "cpu" (the only device: fpsim emulates on the CPU) and returns self."""
+        device("device", device_name)
+        return self
+
+    def cpu(self) -> Module:
+        return self
+
+
+def clear_grads(params: Any, set_to_none: bool = True) -> None:
+    """Clear each param's ``.grad``: to None, or (``set_to_none=False``) zeros in place."""
+    if not isinstance(set_to_none, (bool, np.bool_)):
+        raise TypeError(f"zero_grad: set_to_none must be True or False, got {set_to_none!r}")
+    for p in params:
+        if set_to_none or p.grad is None:
+            p.grad = None
+        else:
+            p.grad.data[...] = 0
