@@ -45,5 +45,13 @@ from nn.model import Model, WeightedLoss  # noqa: E402
 
 __all__ += ["History", "Model", "WeightedLoss", "load_model"]
 
+# --- the PyTorch face: autocast, Linear, losses in PyTorch's order, utils ---
+from nn import utils  # noqa: E402
+from nn.autocast import autocast  # noqa: E402
+from nn.layers import Linear  # noqa: E402
+from nn.torch_losses import CrossEntropyLoss, MSELoss  # noqa: E402
+
+__all__ += ["CrossEntropyLoss", "Linear", "MSELoss", "autocast", "utils"]
+
 # --- version: one home, the fpsim distribution's metadata (it ships nn too) ---
 from fpsim._version import __version__  # noqa: E402

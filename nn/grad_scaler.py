@@ -10,6 +10,7 @@ import numpy as np
 
 import fpsim
 from nn.checks import count
+from nn.checks import device as _check_device
 from nn.loss_scale import (
     DynamicLossScale,
     _factor,
@@ -32,7 +33,7 @@ class GradScaler:
 
     Usage (the PyTorch training loop; the optimizer is built with ``params=``)::
 
-        scaler = GradScaler()
+        scaler = GradScaler("cpu")   # or GradScaler(device="cpu"), or GradScaler()
         scaler.scale(loss).backward()
         scaler.step(opt)          # unscales opt's grads, skips the step on inf/NaN
         scaler.update()
@@ -53,12 +54,20 @@ class GradScaler:
     - misuse raises RuntimeError: ``unscale_``/``step`` without ``scale()`` since the last
       ``update()``, ``unscale_`` twice or after ``step``, ``step`` twice, ``update`` before any
       ``step``/``unscale_``; unscaling fp16 gradients raises ValueError;
-    - ``enabled=False`` makes every method a pass-through (``step`` just calls ``opt.step()``).
+    - ``enabled=False`` makes every method a pass-through (``step`` just calls ``opt.step()``);
+    - ``device`` (first, as in ``torch.amp.GradScaler``) must be "cpu": fpsim emulates on the
+      CPU. The other arguments are keyword-only, so ``GradScaler(1024.0)`` (the old
+      ``torch.cuda.amp`` spelling) raises instead of being read as a device.
     """
 
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000,
-                 enabled: bool = True) -> None:
+    def __init__(self, device: str = "cpu", *, init_scale: float = 2.0**16,
+                 growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, enabled: bool = True) -> None:
+        if isinstance(device, (int, float, np.number)) and not isinstance(device, bool):
+            raise TypeError(f"GradScaler's first argument is the device ('cpu'), got "
+                            f"{device!r}; pass the scale by keyword: "
+                            f"GradScaler('cpu', init_scale={device!r})")
+        self.device = _check_device("device", device)
         self._enabled = bool(enabled)
         _positive_float32("init_scale", init_scale)  # named as the caller wrote it
         self._state = DynamicLossScale(init_scale, growth_interval, growth_factor,

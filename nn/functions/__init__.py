@@ -73,8 +73,8 @@ from nn.tensor import register_ops
 __all__ = [
     "GELU", "Add", "BroadcastTo", "Cast", "Clip", "Div", "Dropout", "Erf", "Exp", "GetItem",
     "LeakyReLU", "Linear", "Log", "LogSoftmax", "MatMul", "Max", "Mean", "Mul", "Neg", "Pow",
-    "ReLU", "ReLUGrad", "autocast_fp32", "autocast_lower", "Reshape", "Sigmoid", "Softmax", "SparseSoftmaxCrossEntropy", "Sqrt",
-    "Sub", "Sum", "Tanh",
+    "ReLU", "ReLUGrad", "Reshape", "Sigmoid", "Softmax", "SparseSoftmaxCrossEntropy", "Sqrt",
+    "Sub", "Sum", "Tanh", "autocast_fp32", "autocast_lower",
     "Transpose", "add", "broadcast_to", "cast", "clip", "div", "dropout", "erf", "exp",
     "gelu", "getitem", "leaky_relu", "linear", "log", "log_softmax", "matmul", "max", "mean",
     "mul", "neg", "pow", "relu", "relu_grad", "reshape", "sigmoid", "softmax", "sqrt", "sub",
@@ -91,7 +91,8 @@ def _backward_without_autocast(root: Any, grad: Any = None) -> None:
 
 
 register_ops(
-    backward=_backward_without_autocast, add=add, sub=sub, mul=mul, div=div, neg=neg, pow=pow, matmul=matmul, getitem=getitem,
+    backward=_backward_without_autocast,
+    add=add, sub=sub, mul=mul, div=div, neg=neg, pow=pow, matmul=matmul, getitem=getitem,
     sum=sum, mean=mean, max=max, reshape=reshape, transpose=transpose, exp=exp, log=log,
     sqrt=sqrt, relu=relu, sigmoid=sigmoid, tanh=tanh, cast=cast,
 )

@@ -44,7 +44,7 @@ def names() -> list[str]:
 
 
 __all__ = [
-    "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Layer", "Linear", "ReLU", "Sequential",
-    "deserialize", "get", "get_activation", "get_initializer", "names", "register", "serialize",
-    "set_random_seed",
+    "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Layer", "Linear", "ReLU",
+    "Sequential", "deserialize", "get", "get_activation", "get_initializer", "names", "register",
+    "serialize", "set_random_seed",
 ]

@@ -6,10 +6,9 @@ and what is allowed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
-
-import math
 
 import numpy as np
 
@@ -141,9 +140,6 @@ class Linear(Layer):
                 "out_features": self.out_features, "bias": self.bias is not None,
                 "seed": self.seed}
 
-    def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}")
 
 
 @register

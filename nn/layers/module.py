@@ -49,6 +49,8 @@ class Module:
 
         def weight_key(self, var: Variable) -> str: ...
 
+        def build(self, input_shape: tuple[int | None, ...]) -> None: ...
+
     # --- the tree -------------------------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Layer]]:
         """The layers directly inside: a container's ``layers`` by position ("0", "1", ...),

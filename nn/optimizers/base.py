@@ -36,12 +36,9 @@ _PARAMS_HINT = ("pass them first, SGD(model.parameters(), lr=0.1), or as params=
 
 
 def _is_params(value: object) -> bool:
-    """True for what a PyTorch optimizer takes first: an iterable of variables (not a number,
-    not a string)."""
-    if isinstance(value, (str, bytes, np.ndarray)) or np.ndim(value) == 0 and not hasattr(
-            value, "__iter__"):
-        return False
-    return hasattr(value, "__iter__")
+    """True for what a PyTorch optimizer takes first: an iterable of variables (a list, a
+    generator such as ``model.parameters()``), not a number, string or array."""
+    return hasattr(value, "__iter__") and not isinstance(value, (str, bytes, np.ndarray))
 
 
 def learning_rate_args(cls_name: str, first: Any, lr: Any, params: Iterable[Any] | None,
