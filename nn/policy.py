@@ -220,6 +220,9 @@ def policy_scope(policy: Policy | str) -> Iterator[Policy]:
     """Use ``policy`` as the global policy inside a ``with`` block, in this thread (or asyncio
     task) only, and restore the previous one afterwards.
 
+    It sets the policy of layers CREATED inside the block; a model built before it keeps
+    computing as before. To run an existing model's matmuls in fp16, use ``nn.autocast``.
+
     >>> with policy_scope("mixed_float16") as p:
     ...     p.compute_format.name
     'float16'
