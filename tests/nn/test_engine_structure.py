@@ -21,8 +21,8 @@ from nn import tensor
 
 ROOT = Path(nn.__file__).resolve().parent
 ENGINE_LAYERS = [
-    {"nn.sites", "nn.policy", "nn._kernels"},
-    {"nn.rounding"},
+    {"nn.sites", "nn.policy", "nn._kernels", "nn.checks"},
+    {"nn.rounding", "nn.autocast"},
     {"nn.tensor"},
     {"nn.autograd"},
     {"nn.functions._common", "nn.functions.activations", "nn.functions.cast",

@@ -21,6 +21,7 @@ CE = nn.losses.SparseCategoricalCrossentropy
 EXAMPLES = {
     "Dense": lambda: nn.Dense(5, activation="tanh", use_bias=True, seed=3, name="ex_dense"),
     "Activation": lambda: nn.Activation("gelu", dtype="mixed_bfloat16"),
+    "Linear": lambda: nn.Linear(4, 5, seed=1, dtype="mixed_float16"),  # follows a Dense(4)
     "ReLU": lambda: nn.ReLU(negative_slope=0.25),
     "Dropout": lambda: nn.Dropout(0.3),  # unseeded: its spawned generator is checkpointed
     "Sequential": lambda: nn.Sequential([nn.Dense(4), nn.ReLU()], name="ex_seq"),
@@ -175,7 +176,7 @@ def test_every_registered_layer_resumes_from_a_checkpoint_bit_identically(name, 
     def make():
         nn.set_random_seed(5)
         with nn.policy_scope(policy):
-            model = nn.Sequential([nn.Dense(6, name="first"), _example(LAYERS, name),
+            model = nn.Sequential([nn.Dense(4, name="first"), _example(LAYERS, name),
                                    nn.Dense(3, name="last")])
         return model.compile("adam", CE(from_logits=True))
 
