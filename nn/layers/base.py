@@ -56,7 +56,8 @@ class Layer(Module):
     """Base layer: a name, a dtype policy, weights made on the first call, ``trainable_variables``.
 
     The PyTorch verbs (``parameters()``, ``state_dict()``, ``train()``/``eval()``, ...) come
-    from ``nn.layers.module.Module``.
+    from ``nn.layers.module.Module``. ``layer(x)`` without ``training=`` runs in the mode set by
+    ``train()``/``eval()``, and in inference mode if neither was called (Keras's default).
 
     Subclasses implement ``build(input_shape)`` (create weights with ``add_weight``) and
     ``call(x, training)`` on a Tensor already in the compute format; ``check_input`` may reject

@@ -74,11 +74,16 @@ class Module:
         for _, child in self.named_children():
             yield child
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
-        """This layer (key ``prefix``) and every layer inside it, depth first."""
+    def named_modules(self, prefix: str = "", memo: set[int] | None = None
+                      ) -> Iterator[tuple[str, Module]]:
+        """This layer (key ``prefix``) and every layer inside it, depth first, each once."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
         yield prefix, self
         for key, child in self.named_children():
-            yield from child.named_modules(f"{prefix}.{key}" if prefix else key)
+            yield from child.named_modules(f"{prefix}.{key}" if prefix else key, memo)
 
     def modules(self) -> Iterator[Module]:
         for _, module in self.named_modules():
