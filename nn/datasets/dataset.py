@@ -21,6 +21,8 @@ Rules:
 - An epoch that would yield nothing raises ValueError when iterated: a loop that runs 0 steps
   (the old one-shot ``batches()`` trap: epochs 2-5 ran 0 steps with loss nan) is an error.
 - ``prefetch`` and ``cache`` are accepted and do nothing (the data are in memory already).
+- The elements are slices of the arrays given (``np.asarray``, not copies, to spare memory on
+  MNIST-sized data): changing those arrays in place changes what later epochs see.
 """
 
 from __future__ import annotations
