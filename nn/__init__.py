@@ -53,5 +53,12 @@ from nn.torch_losses import CrossEntropyLoss, MSELoss  # noqa: E402
 
 __all__ += ["CrossEntropyLoss", "Linear", "MSELoss", "autocast", "utils"]
 
+# --- Keras face: dtypes, mixed_precision, GradientTape ---
+from nn import dtypes, mixed_precision  # noqa: E402
+from nn.dtypes import DType  # noqa: E402
+from nn.gradient_tape import GradientTape  # noqa: E402
+
+__all__ += ["DType", "GradientTape", "dtypes", "mixed_precision"]
+
 # --- version: one home, the fpsim distribution's metadata (it ships nn too) ---
 from fpsim._version import __version__  # noqa: E402
