@@ -33,6 +33,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from nn.autocast import disabled as autocast_disabled
 from nn.autograd import gradients, no_grad
 from nn.tensor import Tensor
 
@@ -92,7 +93,8 @@ class GradientTape:
                             f"loss), got {type(target).__name__}; sum several targets first")
         flat, rebuild = _flatten(sources)
         self._used = True
-        grads = gradients(target, flat, output_gradients, frozenset(self._watched))
+        with autocast_disabled():  # a backward runs each op in its forward's formats
+            grads = gradients(target, flat, output_gradients, frozenset(self._watched))
         if not self.watch_accessed_variables:
             watched = self._watched
             grads = [g if id(s) in watched else None for g, s in zip(grads, flat, strict=True)]

@@ -139,3 +139,18 @@ def test_autocast_rejects_other_devices_and_bad_dtypes():
         nn.autocast("cpu", dtype="float64")
     with pytest.raises(TypeError, match="enabled"):
         nn.autocast("cpu", enabled="no")
+
+
+def test_a_gradient_tape_inside_autocast_gives_what_backward_gives():
+    layer = nn.Linear(5, 2, seed=0)
+    x = nn.Tensor(A, requires_grad=True)
+    with nn.autocast("cpu", dtype="float16"):
+        with nn.GradientTape() as tape:
+            loss = layer(x).sum()
+        g_w, g_x = tape.gradient(loss, [layer.weight, x])  # taken inside the block, as in TF
+    out = None
+    with nn.autocast("cpu", dtype="float16"):
+        out = layer(x)
+    out.sum().backward()
+    np.testing.assert_array_equal(g_w.data, layer.weight.grad.data)
+    np.testing.assert_array_equal(g_x.data, x.grad.data)
