@@ -148,7 +148,6 @@ def test_a_gradient_tape_inside_autocast_gives_what_backward_gives():
         with nn.GradientTape() as tape:
             loss = layer(x).sum()
         g_w, g_x = tape.gradient(loss, [layer.weight, x])  # taken inside the block, as in TF
-    out = None
     with nn.autocast("cpu", dtype="float16"):
         out = layer(x)
     out.sum().backward()
