@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from nn.layers.attention import MultiHeadAttention
 from nn.layers.base import Layer, deserialize, register, serialize
+from nn.layers.blocks import TokenAndPositionEmbedding, TransformerBlock
 from nn.layers.conv import Conv2D, Conv2d
 from nn.layers.core import Activation, Dense, Dropout, Flatten, ReLU
 from nn.layers.embedding import Embedding
@@ -63,5 +64,5 @@ __all__ = [
     "set_random_seed",
     "Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "Conv2d", "Embedding",
     "GlobalAveragePooling2D", "LayerNorm", "LayerNormalization", "MaxPooling2D",
-    "MultiHeadAttention",
+    "MultiHeadAttention", "TokenAndPositionEmbedding", "TransformerBlock",
 ]
