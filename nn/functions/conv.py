@@ -139,6 +139,8 @@ def conv2d(x: Tensor, kernel: Tensor, bias: Tensor | None = None, strides: Any =
     n, oh, ow = cols.shape[:3]
     rows = reshape(cols, (n * oh * ow, kh * kw * cin))
     w = reshape(kernel, (kh * kw * cin, cout))
+    if w is not kernel:  # the kernel's gradient is rounded (and counted) at the kernel's site
+        w.grad_site = kernel.grad_site
     if accumulator is None:
         y = linear(rows, w, bias, activation=activation)
     else:

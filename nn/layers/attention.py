@@ -33,6 +33,14 @@ from nn.tensor import Tensor, Variable
 Shape = tuple[int | None, ...]
 
 
+def _reshaped(weight: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """A weight read reshaped, its gradient still rounded (and counted) at the weight's site."""
+    out = F.reshape(weight, shape)
+    if out is not weight:
+        out.grad_site = weight.grad_site
+    return out
+
+
 @register
 class MultiHeadAttention(Layer):
     """Multi-head scaled dot-product attention (see the module docstring)."""
@@ -111,8 +119,8 @@ class MultiHeadAttention(Layer):
         kernel, bias = self.proj[what]
         width = int(np.prod(out_shape))
         d_in = kernel.size // width
-        k = F.reshape(self.read(kernel), (d_in, width))
-        b = F.reshape(self.read(bias), (width,)) if bias is not None else None
+        k = _reshaped(self.read(kernel), (d_in, width))
+        b = _reshaped(self.read(bias), (width,)) if bias is not None else None
         rows = F.reshape(x, (-1, d_in))
         y = (F.linear(rows, k, b) if self.accumulator is None
              else accumulated_linear(rows, k, b, self.accumulator))

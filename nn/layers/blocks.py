@@ -49,6 +49,8 @@ class TokenAndPositionEmbedding(_Composite):
     """token_embedding(ids) + position_embedding(0..T-1): ``(batch, T)`` integer ids ->
     ``(batch, T, embedding_dim)``, the sum rounded once to the compute format."""
 
+    integer_input = True  # Sequential passes integer ids through to it
+
     def __init__(self, vocabulary_size: int, sequence_length: int, embedding_dim: int,
                  dtype: Policy | str | None = None, name: str | None = None) -> None:
         super().__init__(name=name, dtype=dtype)

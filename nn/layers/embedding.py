@@ -39,6 +39,8 @@ class Embedding(Layer):
     (1, 3, 4)
     """
 
+    integer_input = True  # Sequential passes integer ids through to it
+
     def __init__(self, input_dim: int, output_dim: int,
                  embeddings_initializer: str | Callable = "uniform",
                  mask_zero: bool = False, dtype: Policy | str | None = None,
