@@ -95,7 +95,7 @@ class TransformerBlock(_Composite):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, ff_dim: int, key_dim: int | None = None,
-                 activation: str = "gelu", epsilon: float = 1e-3, causal: bool = True,
+                 activation: str = "relu", epsilon: float = 1e-3, causal: bool = True,
                  normalize_first: bool = False, dtype: Policy | str | None = None,
                  name: str | None = None) -> None:
         super().__init__(name=name, dtype=dtype)

@@ -254,3 +254,24 @@ def test_wrong_input_shapes_raise_naming_the_layer_and_the_shapes():
         layers.Conv2D(2, 3)(np.zeros((1, 2, 2, 1), np.float32))
     with pytest.raises(ValueError, match=r"NCHW.*\(1, 5, 5, 3\)"):
         layers.Conv2d(1, 2, 3)(np.zeros((1, 5, 5, 3), np.float32))
+
+
+def test_float16_accumulator_stalls_at_2048_when_summing_ones_and_fp32_does_not():
+    ones = np.ones((1, 1, 1, 4096), np.float32)
+    kernel = np.ones((1, 1, 4096, 1), np.float32)
+    with nn.policy_scope("mixed_float16"):
+        narrow, wide = (layers.Conv2D(1, 1, use_bias=False, accumulator=acc)
+                        for acc in ("float16", None))
+        for layer in (narrow, wide):
+            layer(ones)
+            layer.set_weights([kernel])
+        assert narrow(ones).item() == 2048  # 2048 + 1 rounds back to 2048 in fp16
+        assert wide(ones).item() == 4096
+
+
+def test_conv2d_with_an_accumulator_option_has_the_same_gradients():
+    x = np.random.default_rng(8).standard_normal((1, 4, 4, 2))
+    layer = layers.Conv2D(2, 2, strides=2, activation="relu", accumulator="float16",
+                          dtype="float64")
+    layer(nn.Tensor(x, fmt="float64"))
+    check_layer_gradients(layer, [x], layer.trainable_variables)
