@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fpsim import Format
+from fpsim import FP32, Format
 from fpsim.accumulate import matmul_nd
 from nn.autograd import Context, Function
 from nn.functions.activations import relu_grad
@@ -88,8 +88,10 @@ class AccumulatedLinear(Function):
 
 
 def accumulator_format(accumulator: FormatLike, what: str = "accumulator") -> Format | None:
-    """The accumulator's Format (None: fp32, the default of every matmul in nn)."""
-    return None if accumulator is None else resolve_format(accumulator, what)
+    """The accumulator's Format; None for fp32 (given as None or as FP32), the accumulator of
+    every matmul in nn, so that callers keep the fused fp32 path."""
+    fmt = None if accumulator is None else resolve_format(accumulator, what)
+    return None if fmt is FP32 or fmt == FP32 else fmt
 
 
 def accumulated_matmul(a: Tensor, b: Tensor, accumulator: FormatLike) -> Tensor:

@@ -10,6 +10,7 @@ Padding "same" follows TensorFlow (the odd pixel at the bottom/right).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -133,8 +134,9 @@ class Conv2d(Conv2D):
     NCHW input, a thin wrapper over Conv2D (the same op, transposed in and out).
 
     ``padding`` is an int (both sides), "valid" or "same". The kernel keeps Keras's layout
-    ``(kh, kw, in, out)`` (PyTorch's weight is ``(out, in, kh, kw)``); ``in_channels`` is
-    checked against the input.
+    ``(kh, kw, in, out)`` (PyTorch's weight is ``(out, in, kh, kw)``); kernel and bias start
+    uniform in +-1/sqrt(in_channels * kh * kw), PyTorch's default; ``in_channels`` is checked
+    against the input.
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
@@ -142,9 +144,8 @@ class Conv2d(Conv2D):
                  accumulator: str | None = None, dtype: Policy | str | None = None,
                  name: str | None = None, seed: int | None = None) -> None:
         super().__init__(out_channels, kernel_size, strides=stride, padding="valid",
-                         use_bias=bias, kernel_initializer="he_uniform",
-                         bias_initializer="zeros", accumulator=accumulator, dtype=dtype,
-                         name=name, seed=seed)
+                         use_bias=bias, accumulator=accumulator, dtype=dtype, name=name,
+                         seed=seed)
         self.in_channels = checks.count("Conv2d: in_channels", in_channels, minimum=1)
         if isinstance(padding, (int, np.integer)) and not isinstance(padding, bool) \
                 and padding >= 0:
@@ -165,6 +166,10 @@ class Conv2d(Conv2D):
         if len(input_shape) != 4 or input_shape[1] != self.in_channels:
             raise ValueError(f"layer '{self.name}' expects input of shape (batch, "
                              f"{self.in_channels}, height, width) (NCHW), got shape {input_shape}")
+        # PyTorch's default: kernel and bias uniform in +-1/sqrt(fan_in)
+        bound = 1.0 / math.sqrt(self.in_channels * self.kernel_size[0] * self.kernel_size[1])
+        self.kernel_initializer = self.bias_initializer = (
+            lambda shape, rng: rng.uniform(-bound, bound, shape))
         super().build((input_shape[0], input_shape[2], input_shape[3], input_shape[1]))
 
     def check_input(self, x: Tensor) -> None:

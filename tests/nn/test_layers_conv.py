@@ -275,3 +275,11 @@ def test_conv2d_with_an_accumulator_option_has_the_same_gradients():
                           dtype="float64")
     layer(nn.Tensor(x, fmt="float64"))
     check_layer_gradients(layer, [x], layer.trainable_variables)
+
+
+def test_conv2d_pytorch_face_starts_uniform_within_one_over_sqrt_fan_in():
+    layer = layers.Conv2d(4, 8, 3)
+    layer(np.zeros((1, 4, 5, 5), np.float32))
+    bound = 1 / math.sqrt(4 * 3 * 3)
+    for w in layer.get_weights():
+        assert np.all(np.abs(w) <= bound) and np.max(np.abs(w)) > bound / 2
