@@ -5,6 +5,7 @@ Importing this package registers the wrappers behind Tensor's operators (``a + b
 ``add(a, b)``): Tensor sits below the ops and never imports them.
 """
 
+from nn.functions.accumulate import accumulated_linear, accumulated_matmul
 from nn.functions.activations import (
     GELU,
     Dropout,
@@ -25,7 +26,9 @@ from nn.functions.activations import (
     softmax,
     tanh,
 )
+from nn.functions.attention import attention
 from nn.functions.cast import Cast, cast
+from nn.functions.conv import conv2d, patches
 from nn.functions.elementwise import (
     Add,
     Clip,
@@ -50,8 +53,10 @@ from nn.functions.elementwise import (
     sqrt,
     sub,
 )
+from nn.functions.embedding import embedding
 from nn.functions.linalg import Linear, MatMul, linear, matmul
 from nn.functions.losses import SparseSoftmaxCrossEntropy, sparse_softmax_cross_entropy
+from nn.functions.norm import layer_norm, moments, normalize
 from nn.functions.reductions import Max, Mean, Sum, max, mean, sum
 from nn.functions.shape import (
     BroadcastTo,
@@ -75,6 +80,9 @@ __all__ = [
     "mul", "neg", "pow", "relu", "relu_grad", "reshape", "sigmoid", "softmax", "sqrt", "sub",
     "sparse_softmax_cross_entropy", "sum", "tanh", "transpose",
 ]
+# the layers' ops: convolution, normalization, embedding, attention, chosen accumulators
+__all__ += ["accumulated_linear", "accumulated_matmul", "attention", "conv2d", "embedding",
+            "layer_norm", "moments", "normalize", "patches"]
 
 register_ops(
     add=add, sub=sub, mul=mul, div=div, neg=neg, pow=pow, matmul=matmul, getitem=getitem,

@@ -32,8 +32,9 @@ def large_negative(fmt: Format | None) -> float:
 
 
 def causal_mask(t: int, s: int) -> np.ndarray:
-    """(t, s) booleans, True where query i may attend key j (j <= i + s - t)."""
-    return np.tril(np.ones((t, s), dtype=bool), k=s - t)
+    """(t, s) booleans, True where query i may attend key j: j <= i (Keras's and PyTorch's
+    rule, aligned at the top-left, so every query sees at least key 0)."""
+    return np.tril(np.ones((t, s), dtype=bool))
 
 
 def _matmul(a: Tensor, b: Tensor, accumulator: FormatLike) -> Tensor:

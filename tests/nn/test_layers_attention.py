@@ -31,7 +31,7 @@ def reference_mha(weights: list[np.ndarray], q: np.ndarray, v: np.ndarray, k: np
     scores = np.einsum("bthk,bshk->bhts", query, key)
     if causal:
         t, s = scores.shape[-2:]
-        scores = np.where(np.tril(np.ones((t, s), bool), k=s - t), scores, -np.inf)
+        scores = np.where(np.tril(np.ones((t, s), bool)), scores, -np.inf)  # j <= i
     p = np.exp(scores - scores.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     ctx = np.einsum("bhts,bshk->bthk", p, value)
