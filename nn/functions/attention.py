@@ -7,8 +7,10 @@ dk), ``v`` (N, h, S, dv), the query already scaled by 1/sqrt(dk) (Keras scales t
    rounding to the compute format -- the logits that overflow fp16 do so here;
 2. the scores are cast to ``stats_fmt`` (FP32 under mixed policies, FP16 under pure "float16"),
    masked positions get a large negative number (Keras: -1e9, or half the format's max when
-   that is smaller: -32752 in fp16), and softmax runs there (nn.functions.softmax: fp32
-   arithmetic, one rounding to ``stats_fmt``);
+   that is smaller: -32752 in fp16), and softmax runs there: in fp32 (or float64) it is
+   nn.functions.softmax; in a narrower format every step rounds to it (``scores - max``,
+   ``exp``, the sum -- added in fp32, rounded once --, the division), as a softmax kernel
+   computing in fp16 would (``narrow_softmax``);
 3. the probabilities are cast to the compute format and multiplied by ``v`` as in 1.
 """
 
@@ -16,11 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpsim import Format
+from fpsim import FP32, Format
 from nn.functions.accumulate import accumulated_matmul
 from nn.functions.activations import softmax
 from nn.functions.cast import cast
+from nn.functions.elementwise import exp
 from nn.functions.linalg import matmul
+from nn.functions.reductions import max as fmax
+from nn.functions.reductions import sum as fsum
 from nn.functions.shape import transpose
 from nn.policy import FormatLike
 from nn.tensor import Tensor
@@ -37,6 +42,16 @@ def causal_mask(t: int, s: int) -> np.ndarray:
     return np.tril(np.ones((t, s), dtype=bool))
 
 
+def narrow_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """Softmax with every step rounded to ``x``'s format: ``e = exp(x - max)``, ``e / sum(e)``
+    (the sum accumulated in fp32 and rounded once). Gradients follow from the ops."""
+    fmt = x.fmt
+    if fmt is None or fmt.contains(FP32):
+        return softmax(x, axis=axis)
+    e = exp(x - cast(fmax(x, axis=axis, keepdims=True), fmt))
+    return e / cast(fsum(e, axis=axis, keepdims=True), fmt)
+
+
 def _matmul(a: Tensor, b: Tensor, accumulator: FormatLike) -> Tensor:
     return matmul(a, b) if accumulator is None else accumulated_matmul(a, b, accumulator)
 
@@ -50,5 +65,5 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: np.ndarray | None,
     if mask is not None:
         adder = np.where(mask, 0.0, large_negative(stats_fmt))
         scores = scores + Tensor._make(np.asarray(adder, dtype=scores.data.dtype), scores.fmt)
-    probs = softmax(scores, axis=-1)
+    probs = narrow_softmax(scores, axis=-1)
     return _matmul(cast(probs, compute), v, accumulator), probs

@@ -12,6 +12,7 @@ from layer_gradcheck import check_layer_gradients
 
 import nn
 from nn import layers
+from nn.functions.attention import narrow_softmax
 
 FEW = settings(max_examples=6, deadline=None)
 
@@ -192,3 +193,17 @@ def test_add_needs_a_list_of_equal_shapes():
         add(np.zeros((2, 3), np.float32))
     with pytest.raises(ValueError, match=r"'plus'.*\[\(2, 3\), \(2, 4\)\]"):
         add([np.zeros((2, 3), np.float32), np.zeros((2, 4), np.float32)])
+
+
+def test_fp16_softmax_rounds_every_step_to_fp16_as_a_numpy_float16_softmax_does():
+    x = (np.random.default_rng(9).standard_normal((4, 9)) * 6).astype(np.float16)
+    p = narrow_softmax(nn.Tensor(x.astype(np.float32), fmt="float16"))
+    # numpy float16 arithmetic: each op computed in float32 and rounded once to float16
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    ref = e / e.astype(np.float32).sum(axis=-1, keepdims=True).astype(np.float16)
+    np.testing.assert_array_equal(p.data, ref.astype(np.float32))
+
+
+def test_fp32_softmax_is_used_for_formats_that_hold_fp32():
+    x = nn.Tensor(np.random.default_rng(10).standard_normal((2, 5)))
+    np.testing.assert_array_equal(narrow_softmax(x).data, nn.functions.softmax(x).data)
