@@ -143,9 +143,10 @@ class MultiHeadAttention(Layer):
         return mask
 
     def __call__(self, query: Any, value: Any, key: Any = None,  # type: ignore[override]
-                 use_causal_mask: bool = False, attention_mask: Any = None,
+                 *, use_causal_mask: bool = False, attention_mask: Any = None,
                  return_attention_scores: bool = False, training: bool = False) -> Any:
-        """Attend from ``query`` to ``value`` (``key`` defaults to ``value``)."""
+        """Attend from ``query`` to ``value`` (``key`` defaults to ``value``); the options are
+        keyword-only (Keras's fourth positional argument is a mask nn does not take)."""
         q_in, v_in = self._as_input(query), self._as_input(value)
         k_in = v_in if key is None else self._as_input(key)
         if not self.built:

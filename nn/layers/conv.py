@@ -81,8 +81,8 @@ class Conv2D(Layer):
         self.bias: Variable | None = None
 
     def _check_padding(self, padding: Any) -> str | int:
-        if padding in PADDINGS:
-            return str(padding)
+        if isinstance(padding, str) and padding.lower() in PADDINGS:  # Keras: any case
+            return padding.lower()
         raise ValueError(f"{type(self).__name__}: padding must be one of {PADDINGS}, got "
                          f"{padding!r}")
 

@@ -36,9 +36,9 @@ class _Pooling2D(Layer):
         super().__init__(name=keras_name(name, base), dtype=dtype)
         self.pool_size = pair(f"{cls}: pool_size", pool_size)
         self.strides = self.pool_size if strides is None else pair(f"{cls}: strides", strides)
-        if padding not in PADDINGS:
+        if not (isinstance(padding, str) and padding.lower() in PADDINGS):  # Keras: any case
             raise ValueError(f"{cls}: padding must be one of {PADDINGS}, got {padding!r}")
-        self.padding = str(padding)
+        self.padding = padding.lower()
         unsupported(cls, "data_format", data_format, (None, "channels_last"),
                     "nn's pooling layers are channels-last")
 
