@@ -207,3 +207,24 @@ def test_fp16_softmax_rounds_every_step_to_fp16_as_a_numpy_float16_softmax_does(
 def test_fp32_softmax_is_used_for_formats_that_hold_fp32():
     x = nn.Tensor(np.random.default_rng(10).standard_normal((2, 5)))
     np.testing.assert_array_equal(narrow_softmax(x).data, nn.functions.softmax(x).data)
+
+
+def test_mha_with_an_accumulator_option_has_the_same_gradients():
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((2, 3, 4))
+    mha = layers.MultiHeadAttention(2, 2, accumulator="float16", dtype="float64")
+
+    def call(a: nn.Tensor) -> nn.Tensor:
+        return mha(a, a, use_causal_mask=True)
+
+    call(f64(q))
+    check_layer_gradients(call, [q], mha.trainable_variables)
+
+
+def test_fp16_accumulation_in_attention_changes_the_mixed_float16_result():
+    x = np.random.default_rng(12).standard_normal((1, 64, 256)).astype(np.float32) * 4
+    with nn.policy_scope("mixed_float16"):
+        narrow = layers.MultiHeadAttention(1, 256, accumulator="float16", seed=1)
+        wide = layers.MultiHeadAttention(1, 256, seed=1)
+        y16, y32 = narrow(x, x), wide(x, x)
+    assert np.all(np.isfinite(y16.data)) and not np.array_equal(y16.data, y32.data)
