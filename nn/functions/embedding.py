@@ -42,12 +42,14 @@ def integer_indices(x: Any, size: int, what: str = "indices") -> np.ndarray:
     """``x`` (ints, or floats holding integers as Keras accepts) as an int64 array in
     [0, size), else a ValueError naming ``what``, the offending value and the range."""
     arr = np.asarray(x.data if isinstance(x, Tensor) else x)
-    if arr.dtype.kind not in "iuf" or arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+    if arr.dtype.kind not in "iuf":
         raise TypeError(f"{what} must be integers, got an array of dtype {arr.dtype}")
+    if arr.dtype.kind == "f":
+        whole = np.isfinite(arr) & (np.floor(arr) == arr)
+        if not np.all(whole):
+            bad = arr[~whole].reshape(-1)[0]
+            raise ValueError(f"{what} must hold whole numbers, got {bad!r}")
     idx = arr.astype(np.int64)
-    if arr.dtype.kind == "f" and np.any(idx != arr):
-        bad = arr[idx != arr].reshape(-1)[0]
-        raise ValueError(f"{what} must hold whole numbers, got {bad!r}")
     if idx.size and (idx.min() < 0 or idx.max() >= size):
         bad = idx[(idx < 0) | (idx >= size)].reshape(-1)[0]
         raise ValueError(f"{what} must lie in [0, {size}), got {int(bad)}")

@@ -154,8 +154,11 @@ def test_embedding_looks_up_rows_and_accepts_whole_floats_as_keras_does():
     np.testing.assert_array_equal(emb(idx.astype(np.float32)).data, y.data)
     with pytest.raises(ValueError, match=r"indices must lie in \[0, 5\), got 5"):
         emb(np.array([[5]]))
-    with pytest.raises(ValueError, match="whole numbers"):
-        emb(np.array([[1.5]]))
+    for bad in (1.5, np.nan, np.inf):
+        with pytest.raises(ValueError, match="whole numbers"):
+            emb(np.array([[bad]]))
+    with pytest.raises(TypeError, match="integers"):
+        emb(np.array([["a"]]))
 
 
 def test_embedding_sums_repeated_indices_in_fp32_before_one_rounding():
