@@ -283,3 +283,10 @@ def test_conv2d_pytorch_face_starts_uniform_within_one_over_sqrt_fan_in():
     bound = 1 / math.sqrt(4 * 3 * 3)
     for w in layer.get_weights():
         assert np.all(np.abs(w) <= bound) and np.max(np.abs(w)) > bound / 2
+
+
+def test_conv2d_pytorch_face_gradients_match_central_differences():
+    x = np.random.default_rng(9).standard_normal((2, 2, 5, 4))
+    layer = layers.Conv2d(2, 3, (3, 2), stride=(2, 1), padding=1, dtype="float64")
+    layer(nn.Tensor(x, fmt="float64"))
+    check_layer_gradients(layer, [x], layer.trainable_variables)
