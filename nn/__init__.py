@@ -60,5 +60,25 @@ from nn.gradient_tape import GradientTape  # noqa: E402
 
 __all__ += ["DType", "GradientTape", "dtypes", "mixed_precision"]
 
+# --- convolution, pooling, normalization, embedding, attention, merge layers ---
+from nn.layers import (  # noqa: E402
+    AveragePooling2D,
+    BatchNormalization,
+    Conv2D,
+    Conv2d,
+    Embedding,
+    GlobalAveragePooling2D,
+    LayerNorm,
+    LayerNormalization,
+    MaxPooling2D,
+    MultiHeadAttention,
+)
+
+__all__ += [
+    "AveragePooling2D", "BatchNormalization", "Conv2D", "Conv2d", "Embedding",
+    "GlobalAveragePooling2D", "LayerNorm", "LayerNormalization", "MaxPooling2D",
+    "MultiHeadAttention",
+]
+
 # --- version: one home, the fpsim distribution's metadata (it ships nn too) ---
 from fpsim._version import __version__  # noqa: E402

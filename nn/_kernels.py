@@ -33,9 +33,19 @@ def _round_into_range(x, out, lo, hi, p):
         out[j] = _round_value(x[j], p)
 
 
+@njit(nogil=True, cache=True)
+def _round_inplace_range(x, lo, hi, p):
+    for i in range(lo, hi):
+        j = np.uint64(i)
+        x[j] = _round_value(x[j], p)
+
+
 def round_into(x: np.ndarray, out: np.ndarray, p: NearestEvenF32) -> None:
     """out = x rounded to the format p (flat float32 arrays; out may be x)."""
-    run(_round_into_range, x.size, (x, out), (p,))
+    if out.ctypes.data == x.ctypes.data:  # in place: one array, since an aliased pair
+        run(_round_inplace_range, x.size, (x,), (p,))  # runs ~50x slower (no vectorizing)
+    else:
+        run(_round_into_range, x.size, (x, out), (p,))
 
 
 @njit(nogil=True, cache=True)

@@ -10,6 +10,7 @@ from typing import Any
 from nn import autocast as _autocast
 from nn.autograd import backward as _backward
 from nn.functions._common import autocast_fp32, autocast_lower
+from nn.functions.accumulate import accumulated_linear, accumulated_matmul
 from nn.functions.activations import (
     GELU,
     Dropout,
@@ -30,7 +31,9 @@ from nn.functions.activations import (
     softmax,
     tanh,
 )
+from nn.functions.attention import attention
 from nn.functions.cast import Cast, cast
+from nn.functions.conv import conv2d, patches
 from nn.functions.elementwise import (
     Add,
     Clip,
@@ -55,8 +58,10 @@ from nn.functions.elementwise import (
     sqrt,
     sub,
 )
+from nn.functions.embedding import embedding
 from nn.functions.linalg import Linear, MatMul, linear, matmul
 from nn.functions.losses import SparseSoftmaxCrossEntropy, sparse_softmax_cross_entropy
+from nn.functions.norm import layer_norm, moments, normalize
 from nn.functions.reductions import Max, Mean, Sum, max, mean, sum
 from nn.functions.shape import (
     BroadcastTo,
@@ -80,6 +85,9 @@ __all__ = [
     "mul", "neg", "pow", "relu", "relu_grad", "reshape", "sigmoid", "softmax", "sqrt", "sub",
     "sparse_softmax_cross_entropy", "sum", "tanh", "transpose",
 ]
+# the layers' ops: convolution, normalization, embedding, attention, chosen accumulators
+__all__ += ["accumulated_linear", "accumulated_matmul", "attention", "conv2d", "embedding",
+            "layer_norm", "moments", "normalize", "patches"]
 
 
 

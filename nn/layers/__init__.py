@@ -20,13 +20,28 @@ A new layer registers itself with ``@nn.layers.register``; ``names()`` lists the
 
 from __future__ import annotations
 
+from nn.layers.attention import MultiHeadAttention
 from nn.layers.base import Layer, deserialize, register, serialize
+from nn.layers.blocks import TokenAndPositionEmbedding, TransformerBlock
+from nn.layers.conv import Conv2D, Conv2d
 from nn.layers.core import Activation, Dense, Dropout, Flatten, Linear, ReLU
+from nn.layers.embedding import Embedding
 from nn.layers.initializers import (
     INITIALIZERS,
     get_activation,
     get_initializer,
     set_random_seed,
+)
+from nn.layers.merge import Add
+from nn.layers.normalization import (
+    BatchNormalization,
+    LayerNorm,
+    LayerNormalization,
+)
+from nn.layers.pooling import (
+    AveragePooling2D,
+    GlobalAveragePooling2D,
+    MaxPooling2D,
 )
 from nn.layers.sequential import Sequential
 from nn.registry import LAYERS
@@ -45,6 +60,10 @@ def names() -> list[str]:
 
 __all__ = [
     "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Layer", "Linear", "ReLU",
-    "Sequential", "deserialize", "get", "get_activation", "get_initializer", "names", "register",
-    "serialize", "set_random_seed",
+    "Sequential",
+    "deserialize", "get", "get_activation", "get_initializer", "names", "register", "serialize",
+    "set_random_seed",
+    "Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "Conv2d", "Embedding",
+    "GlobalAveragePooling2D", "LayerNorm", "LayerNormalization", "MaxPooling2D",
+    "MultiHeadAttention", "TokenAndPositionEmbedding", "TransformerBlock",
 ]

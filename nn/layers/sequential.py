@@ -70,7 +70,9 @@ class Sequential(Layer, Model):
         if isinstance(x, Tensor):
             return x
         arr = np.asarray(x)
-        if arr.dtype.kind != "f":
+        # integer ids for a first layer that looks them up (Embedding): exact in the carrier
+        integer_ok = bool(self.layers) and getattr(self.layers[0], "integer_input", False)
+        if arr.dtype.kind != "f" and not (integer_ok and arr.dtype.kind in "iu"):
             first = self.layers[0].name if self.layers else self.name
             raise TypeError(
                 f"layer '{first}' expects floating-point input, got an array of dtype "

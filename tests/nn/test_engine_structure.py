@@ -27,7 +27,9 @@ ENGINE_LAYERS = [
     {"nn.autograd"},
     {"nn.functions._common", "nn.functions.activations", "nn.functions.cast",
      "nn.functions.elementwise", "nn.functions.linalg", "nn.functions.losses",
-     "nn.functions.reductions", "nn.functions.shape", "nn.functions"},
+     "nn.functions.reductions", "nn.functions.shape", "nn.functions",
+     "nn.functions.accumulate", "nn.functions.attention", "nn.functions.conv",
+     "nn.functions.embedding", "nn.functions.norm"},
 ]
 
 

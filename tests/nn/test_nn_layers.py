@@ -222,5 +222,5 @@ def test_serialized_model_rebuilds_the_same_architecture_and_outputs():
     assert nn.layers.serialize(clone) == config
     assert [layer.policy for layer in clone.layers] == [layer.policy for layer in model.layers]
     assert np.array_equal(clone(x).data, expected)
-    with pytest.raises(ValueError, match="unknown layer class 'Conv2D'"):
-        nn.layers.deserialize({"class_name": "Conv2D", "config": {}})
+    with pytest.raises(ValueError, match="unknown layer class 'Conv3D'"):
+        nn.layers.deserialize({"class_name": "Conv3D", "config": {}})

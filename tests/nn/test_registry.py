@@ -21,7 +21,7 @@ CE = nn.losses.SparseCategoricalCrossentropy
 EXAMPLES = {
     "Dense": lambda: nn.Dense(5, activation="tanh", use_bias=True, seed=3, name="ex_dense"),
     "Activation": lambda: nn.Activation("gelu", dtype="mixed_bfloat16"),
-    "Linear": lambda: nn.Linear(4, 5, seed=1, dtype="mixed_float16"),  # follows a Dense(4)
+    "Linear": lambda: nn.Linear(6, 5, seed=1, dtype="mixed_float16"),  # follows a Dense(6)
     "ReLU": lambda: nn.ReLU(negative_slope=0.25),
     "Dropout": lambda: nn.Dropout(0.3),  # unseeded: its spawned generator is checkpointed
     "Sequential": lambda: nn.Sequential([nn.Dense(4), nn.ReLU()], name="ex_seq"),
@@ -30,7 +30,21 @@ EXAMPLES = {
     "Adam": lambda: nn.Adam(0.01, beta_1=0.8),
     "SGD": lambda: nn.SGD(0.1, momentum=0.5, nesterov=True),
     "Accuracy": lambda: nn.metrics.Accuracy(name="my_acc"),
+    "Conv2D": lambda: nn.Conv2D(3, 2, padding="same", activation="relu"),
+    "Conv2d": lambda: nn.Conv2d(4, 2, 3, padding=1),
+    "Embedding": lambda: nn.Embedding(5, 3),
+    "LayerNorm": lambda: nn.LayerNorm(6),
+    "MultiHeadAttention": lambda: nn.MultiHeadAttention(2, 3),
+    "TokenAndPositionEmbedding": lambda: nn.layers.TokenAndPositionEmbedding(5, 4, 6),
+    "TransformerBlock": lambda: nn.layers.TransformerBlock(6, 2, 8),
 }
+# layers whose input is not (batch, features): images (NHWC; NCHW for Conv2d), sequences,
+# integer ids (these come first in the model); multi-input layers cannot sit in a Sequential
+IMAGE_LAYERS = {"Conv2D", "Conv2d", "MaxPooling2D", "AveragePooling2D",
+                "GlobalAveragePooling2D"}
+SEQUENCE_LAYERS = {"TransformerBlock", "LayerNorm"}
+ID_LAYERS = {"Embedding", "TokenAndPositionEmbedding"}
+MULTI_INPUT_LAYERS = {"Add", "MultiHeadAttention"}
 
 CLASSES = [(reg, name) for reg in (LAYERS, OPTIMIZERS, LOSSES, METRICS)
            for name in sorted(reg.classes())]
@@ -65,18 +79,32 @@ def test_the_registries_hold_every_public_class_of_their_kind():
     assert loss_classes == set(LOSSES.classes())
 
 
-def _input_for(layer_name: str) -> np.ndarray:
-    return np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+def _input_for(layer_name: str, n: int = 6) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    if layer_name in ID_LAYERS:
+        return rng.integers(0, 5, (n, 4)).astype(np.float32)
+    shape = {**dict.fromkeys(IMAGE_LAYERS, (4, 4, 4)),
+             **dict.fromkeys(SEQUENCE_LAYERS, (3, 4))}.get(layer_name, (4,))
+    return rng.normal(size=(n, *shape)).astype(np.float32)
 
 
-LAYER_NAMES = sorted(n for n in LAYERS.classes() if n != "Sequential")
+def _sandwich(name: str, layer: nn.Layer) -> list[nn.Layer]:
+    """``layer`` between Dense layers (a Flatten before the last where its output is not 2-D)."""
+    head = [] if name in ID_LAYERS else [nn.Dense(6, name="first")]
+    flat = [] if name in {"GlobalAveragePooling2D", "BatchNormalization", "Dropout", "ReLU",
+                          "Activation", "Dense", "LayerNormalization"} else [nn.Flatten()]
+    return [*head, layer, *flat, nn.Dense(3, name="last")]
+
+
+LAYER_NAMES = sorted(n for n in LAYERS.classes()
+                     if n != "Sequential" and n not in MULTI_INPUT_LAYERS)
 
 
 @pytest.mark.parametrize("name", LAYER_NAMES)
 def test_every_registered_layer_survives_save_and_load(name, tmp_path):
     nn.set_random_seed(1)
     layer = _example(LAYERS, name)
-    model = nn.Sequential([nn.Dense(4, name="first"), layer, nn.Dense(3, name="last")])
+    model = nn.Sequential(_sandwich(name, layer))
     x = _input_for(name)
     model.compile("adam", CE(from_logits=True))
     model.fit(x, np.arange(6) % 3, batch_size=3, epochs=1, verbose=0, seed=0)
@@ -170,14 +198,13 @@ def test_every_registered_layer_resumes_from_a_checkpoint_bit_identically(name, 
                                                                           tmp_path):
     """fit 3 epochs straight vs fit 1, save, load, fit 2: weights, step losses and loss scales
     bit-identical (under mixed_float16 through the dynamic loss scale)."""
-    x = np.random.default_rng(2).normal(size=(24, 4)).astype(np.float32)
+    x = _input_for(name, 24)
     y = np.arange(24) % 3
 
     def make():
         nn.set_random_seed(5)
         with nn.policy_scope(policy):
-            model = nn.Sequential([nn.Dense(4, name="first"), _example(LAYERS, name),
-                                   nn.Dense(3, name="last")])
+            model = nn.Sequential(_sandwich(name, _example(LAYERS, name)))
         return model.compile("adam", CE(from_logits=True))
 
     assert_resume_is_bit_identical(make, x, y, tmp_path / "ck.npz", batch_size=8, seed=1)

@@ -1,0 +1,32 @@
+"""benchmarks/bench_models.py runs every variant, and its models are the layers' CNN and LM."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+import nn
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_models.py"
+_spec = importlib.util.spec_from_file_location("bench_models", _PATH)
+bench_models = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_models)
+
+
+def test_bench_reports_a_step_time_for_every_model_and_policy():
+    cnn = {"batch": 2, "image": (4, 4, 1), "filters": (2, 2), "classes": 3}
+    lm = {"batch": 2, "length": 4, "vocab": 5, "dim": 4, "heads": 2, "ff": 4}
+    times = bench_models.bench(1, cnn, lm, with_torch=False)
+    assert set(times) == {f"{m} {p}" for m in ("cnn", "lm") for p in bench_models.POLICIES}
+    assert all(len(t) == 1 and t[0] > 0 for t in times.values())
+
+
+def test_an_sgd_step_lowers_the_loss_of_the_language_model():
+    model = bench_models.lm_model("mixed_float16", vocab=5, length=4, dim=4, heads=2, ff=4)
+    ids = np.tile(np.arange(5), (4, 1))
+    loss_fn = nn.losses.SparseCategoricalCrossentropy(from_logits=True)
+    bench_models.LR = 0.1
+    losses = [bench_models.nn_step(model, loss_fn, ids[:, :-1], ids[:, 1:]) for _ in range(5)]
+    assert losses[-1] < losses[0]
