@@ -21,11 +21,14 @@ from fpsim.catalog import (
     E4M3FNUZ,
     E5M2,
     E5M2FNUZ,
+    E8M0FNU,
     FP16,
     FP32,
+    P3109_FORMATS,
     TF32,
     get_format,
     known_names,
+    p3109,
 )
 from fpsim.emulated import EmulatedArray, array, dot, matmul, sum  # noqa: A001  (fpsim.sum)
 from fpsim.explain import explain
