@@ -44,6 +44,16 @@ def is_active() -> bool:
     return bool(_ACTIVE.get())
 
 
+BLOCK_EVENTS = ("blocks", "elements", "saturated", "flushed", "clipped_blocks")
+
+
+def record_blocks(site: str, fmt_name: str, counts: tuple[int, ...]) -> None:
+    """Add one block quantization's counts (``BLOCK_EVENTS``, fpsim.mx) to every active
+    monitor."""
+    for m in _ACTIVE.get():
+        m.add_blocks(site, fmt_name, counts)
+
+
 def record(site: str, fmt: Format, n: int, counts: tuple[int, ...]) -> None:
     """Add one rounding's element count and event counts to every monitor active here."""
     for m in _ACTIVE.get():
@@ -61,6 +71,7 @@ class Monitor:
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {}
         self.formats: dict[str, str] = {}
+        self.blocks: dict[str, dict[str, int]] = {}  # fpsim.mx: {site: BLOCK_EVENTS counts}
 
     def add(self, site: str, fmt: Format, n: int, counts: tuple[int, ...]) -> None:
         row = self.counts.setdefault(site, {"elements": 0, **dict.fromkeys(EVENTS, 0)})
@@ -68,6 +79,14 @@ class Monitor:
         for name, value in zip(EVENTS, counts, strict=True):
             row[name] += int(value)
         self.formats[site] = fmt.name
+
+    def add_blocks(self, site: str, fmt_name: str, counts: tuple[int, ...]) -> None:
+        """Block quantization counts (fpsim.mx): blocks, elements, elements saturated and
+        flushed to zero, blocks whose scale clipped the maximum."""
+        row = self.blocks.setdefault(site, dict.fromkeys(BLOCK_EVENTS, 0))
+        for name, value in zip(BLOCK_EVENTS, counts, strict=True):
+            row[name] += int(value)
+        self.formats[site] = fmt_name
 
     # --- lifecycle -----------------------------------------------------------------------
     @property
@@ -90,6 +109,7 @@ class Monitor:
         """Forget every count (the monitor stays active or inactive as it was)."""
         self.counts.clear()
         self.formats.clear()
+        self.blocks.clear()
 
     def __enter__(self) -> Monitor:
         return self.start()
