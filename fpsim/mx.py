@@ -67,6 +67,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fpsim import _kernels
 from fpsim._names import unknown_name
 from fpsim.bits import from_bits, to_bits
 from fpsim.catalog import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2, E8M0FNU
@@ -273,12 +274,17 @@ def quantize(
     if p is not None:
         out = np.empty_like(rows)
         elem = bf.element
-        counts = mx_quantize_f32(rows, out, bf.block, SCALE_RULES.index(rule), elem.emax,
-                                 elem.max, elem.mantissa_bits, p)
+        r, n = rows.shape
+        nblocks = r * -(-n // bf.block)
+        parts = [np.zeros(4, np.int64)] if not rows.size else _kernels.run(
+            mx_quantize_f32, nblocks, (rows.reshape(-1), out.reshape(-1)),
+            (n, bf.block, SCALE_RULES.index(rule), elem.emax, elem.max, elem.mantissa_bits, p,
+             counting), work=rows.size)
+        counts = np.sum(parts, axis=0)
         if bf.integer:
             np.add(out, 0.0, out=out)  # integers have no -0: -0 + 0 = +0
         if counting:
-            record_blocks(site or "mx", bf.name, (int(counts[0]), rows.size, int(counts[1]),
+            record_blocks(site or "mx", bf.name, (nblocks, rows.size, int(counts[1]),
                                                   int(counts[2]), int(counts[3])))
     else:
         b = _quantize_blocks(rows, bf, rule, mode, rng)

@@ -22,8 +22,6 @@ import math
 import numpy as np
 from numba import njit
 
-from fpsim.kernels.fast_f32 import round_nearest_even_f32_value
-
 SCALE_RULES = ("floor", "ceil", "even")  # the kernel's rule argument is the index
 SCALE_EMIN, SCALE_EMAX = -127, 127  # E8M0's exponent range
 
@@ -49,43 +47,102 @@ def shared_exponent(amax, rule, emax, max_elem, mant_bits):
     return min(max(e, SCALE_EMIN), SCALE_EMAX)
 
 
-@njit(nogil=True, cache=True)
-def mx_quantize_f32(src, dst, block, rule, emax, max_elem, mant_bits, p):
-    """dst = src block-quantized (2-D float32 arrays, rows of blocks along the last axis).
+_ABS = np.int32(0x7FFFFFFF)  # every bit of a float32 but the sign
+_INF_BITS = np.int32(0x7F800000)  # 0|11111111|000...0: |x| at or above it is inf or NaN
+_EXPONENT_FIELD = np.uint32(0x7F800000)
+_MANTISSA = np.int32((1 << 23) - 1)
 
-    Returns int64 counts (blocks, saturated elements, flushed elements, clipped blocks): a
-    saturated element's scaled magnitude exceeds max; a flushed one is non-zero and became 0;
-    a clipped block is one whose scaled amax exceeds max.
+
+@njit(inline="always")
+def pow2_f32(k):
+    """2^k as a float32 for -127 <= k <= 127, from its bits (2^-127 is a subnormal)."""
+    b = ((k + 127) << 23) if k >= -126 else (1 << (k + 149))
+    return np.int32(b).view(np.float32)
+
+
+@njit(inline="always")
+def shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits):
+    """shared_exponent from the float32 bits of amax (finite): for a normal amax the exponent
+    and the "even" carry come from its fields; a subnormal amax takes the float64 route."""
+    ef = amax_bits >> 23
+    if ef == 0:
+        return shared_exponent(np.float64(np.int32(amax_bits).view(np.float32)), rule, emax,
+                               np.float64(fmax), mant_bits)
+    e = ef - 127 - emax
+    if rule == 1:
+        if e < SCALE_EMAX and np.int32(amax_bits).view(np.float32) > fmax * pow2_f32(
+                max(e, SCALE_EMIN)):
+            e += 1
+    elif rule == 2:  # the significand rounds up to 2 at the element's precision
+        e += (amax_bits & _MANTISSA) >= (1 << 23) - (1 << (22 - mant_bits))
+    return min(max(e, SCALE_EMIN), SCALE_EMAX)
+
+
+@njit(inline="always")
+def _element(x, down, up, fmax, p):
+    """x * 2^-e rounded to nearest even in the element format, saturated, times 2^e.
+
+    |x * 2^-e| < 2^64, so the fast path's addition trick needs no rescaling (see
+    fpsim.kernels.fast_f32): with B = 2^(e' + 23 - M) (at least C_SUB), (|v| + B) - B is |v|
+    rounded on the format's grid; min() saturates at max. The input is finite.
+    """
+    v = x * down
+    av = abs(v)
+    b = np.uint32((np.float32(av).view(np.uint32) & _EXPONENT_FIELD) + p.SHIFT).view(np.float32)
+    b = b if b > p.C_SUB else p.C_SUB
+    ra = min((av + b) - b, fmax)
+    return v, ra, np.copysign(ra, v) * up
+
+
+@njit(nogil=True, cache=True)
+def mx_quantize_f32(src, dst, lo, hi, n, block, rule, emax, max_elem, mant_bits, p, count):
+    """dst = src block-quantized for the blocks lo..hi-1 (src, dst: 1-D float32 views of C
+    arrays of rows of n elements, blocked along the rows; block b is row b // nb, elements
+    (b % nb) * block onwards). Blocks are independent, so ranges of them run in parallel.
+
+    Returns int64 counts (blocks, saturated elements, flushed elements, clipped blocks) when
+    ``count`` (else zeros): a saturated element's scaled magnitude exceeds max; a flushed one
+    is non-zero and became 0; a clipped block is one whose scaled amax exceeds max.
     """
     counts = np.zeros(4, dtype=np.int64)
-    rows, n = src.shape
+    bits = src.view(np.int32)
+    nb = (n + block - 1) // block
     fmax = np.float32(max_elem)
-    for r in range(rows):
-        for lo in range(0, n, block):
-            hi = min(n, lo + block)
-            amax = np.float32(0.0)
-            finite = True
-            for i in range(lo, hi):
-                a = abs(src[r, i])
-                finite = finite and a < np.float32(np.inf)  # NaN compares False too
-                amax = max(amax, a)
+    r = lo // nb
+    c = lo - r * nb  # block c of row r: no division inside the loop
+    for _ in range(lo, hi):
+        start = r * n + c * block
+        end = min(r * n + n, start + block)
+        c += 1
+        if c == nb:
+            r += 1
+            c = 0
+        amax_bits = np.int32(0)  # |x| as integers: monotone, and NaN sorts above inf
+        for i in range(start, end):
+            amax_bits = max(amax_bits, bits[np.uint64(i)] & _ABS)
+        if amax_bits >= _INF_BITS:
+            for i in range(start, end):
+                dst[np.uint64(i)] = np.float32(np.nan)
             counts[0] += 1
-            if not finite:
-                for i in range(lo, hi):
-                    dst[r, i] = np.float32(np.nan)
-                continue
-            e = shared_exponent(np.float64(amax), rule, emax, max_elem, mant_bits)
-            down = np.float32(math.ldexp(1.0, -e))
-            up = np.float32(math.ldexp(1.0, e))
-            saturated = np.int32(0)
-            flushed = np.int32(0)
-            for i in range(lo, hi):
-                v = src[r, i] * down
-                q = round_nearest_even_f32_value(v, p)
-                saturated += np.int32(abs(v) > fmax)
-                flushed += np.int32((v != 0) & (q == 0))
-                dst[r, i] = q * up
-            counts[1] += saturated
-            counts[2] += flushed
-            counts[3] += np.int64(amax * down > fmax)
+            continue
+        e = shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits)
+        down = pow2_f32(-e)
+        up = pow2_f32(e)
+        if not count:
+            for i in range(start, end):
+                j = np.uint64(i)  # an unsigned index: no wraparound check, so it vectorizes
+                dst[j] = _element(src[j], down, up, fmax, p)[2]
+            continue
+        saturated = np.int32(0)
+        flushed = np.int32(0)
+        for i in range(start, end):
+            j = np.uint64(i)
+            v, ra, out = _element(src[j], down, up, fmax, p)
+            saturated += np.int32(abs(v) > fmax)
+            flushed += np.int32((v != 0) & (ra == 0))
+            dst[j] = out
+        counts[0] += 1
+        counts[1] += saturated
+        counts[2] += flushed
+        counts[3] += np.int64(np.int32(amax_bits).view(np.float32) * down > fmax)
     return counts
