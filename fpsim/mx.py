@@ -44,9 +44,10 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   ``amax_b / (6 * tensor_scale)`` is rounded to E4M3FN (nearest even by default;
   ``scale_rounding`` "ceil" / "floor" round it up / down), saturating at 448; elements are
   ``x / (block_scale * tensor_scale)`` rounded to E2M1 and saturated. A block scale that
-  rounds to 0 flushes its block to zero (codes 0). Quotients are computed in float64, which
-  rounds once correctly here (a quotient of 24-bit by 28-bit numbers is never within 2^-53 of
-  an E2M1 midpoint unless on it). The dequantized value ``element * block_scale *
+  rounds to 0 flushes its block to signed zero. Quotients are computed in float64, which
+  for float32 input rounds once correctly (a quotient of 24-bit by 28-bit numbers is never
+  within 2^-53 of an E2M1 or E4M3 midpoint unless on it); float64 input's quotient is first
+  rounded to float64. The dequantized value ``element * block_scale *
   tensor_scale`` is computed exactly in float64 and rounded once (nearest even) to x's dtype.
 - MX dequantized values ``element * 2^e`` are exact in float32 (they lie within float32's
   range, on its grid), so quantize returns x's carrier (float32 or float64, other input
@@ -216,7 +217,9 @@ def _quantize_blocks(rows: np.ndarray, bf: BlockFormat, rule: str, mode: Roundin
     live = ~bad & (divisor > 0)
     scaled = blocks / np.where(live, divisor, 1.0)[..., None]
     elements = np.asarray(_round(scaled, bf.element, mode, rng=rng, overflow="saturate"))
-    elements = np.where(live[..., None], elements, 0.0)
+    # a zero scale (NVFP4 scale underflow, all-zero block) keeps each element's sign of zero
+    elements = np.where(live[..., None], elements, np.copysign(0.0, np.where(bad[..., None],
+                                                                               1.0, blocks)))
     if bf.integer:
         elements = elements + 0.0  # integers have no -0: -0 + 0 = +0
     values = elements * divisor[..., None]
