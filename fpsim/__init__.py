@@ -2,10 +2,11 @@
 
 Formats are data (``fpsim.Format``), rounding is exact in every mode (``fpsim.round``, checked
 against the pure-Python specification ``fpsim.round_scalar``), and the compute core is a set of
-numba kernels.
+numba kernels. ``fpsim.mx`` quantizes OCP MX and NVFP4 blocks; ``fpsim.p3109`` builds the IEEE
+P3109 binary8 formats; ``E8M0FNU`` is the MX block scale.
 """
 
-from fpsim import plot
+from fpsim import mx, plot
 from fpsim._version import __version__
 from fpsim.bits import classify, decompose, from_bits, to_bits
 from fpsim.catalog import (

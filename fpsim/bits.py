@@ -218,8 +218,9 @@ def _not_representable(value: float, fmt: Format) -> ValueError:
         return ValueError(
             f"{value!r} is not a value of {fmt.name}: its magnitude exceeds max = {fmt.max!r}"
         )
-    lo = float(_round(value, fmt, "down", subnormals=True, overflow="saturate"))
-    hi = float(_round(value, fmt, "up", subnormals=True, overflow="saturate"))
+    sub = True if fmt.zero else None  # (a format without zero has no subnormals)
+    lo = float(_round(value, fmt, "down", subnormals=sub, overflow="saturate"))
+    hi = float(_round(value, fmt, "up", subnormals=sub, overflow="saturate"))
     return ValueError(
         f"{value!r} is not a value of {fmt.name} (it lies between {lo!r} and {hi!r}); "
         f"round it first, e.g. fpsim.round(x, {fmt.name!r})"

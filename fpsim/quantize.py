@@ -20,7 +20,7 @@ from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record as monitor_record
-from fpsim.rounding import RoundingMode, get_mode, resolve_overflow
+from fpsim.rounding import RoundingMode, get_mode, resolve_overflow, resolve_subnormals
 
 _INT_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 _FLOAT32_EMIN = -126
@@ -175,8 +175,7 @@ def round_array(
     fmt = get_format(fmt)
     mode = get_mode(mode)
     policy = resolve_overflow(fmt, overflow)
-    subnormals = _validate.check_bool("subnormals", subnormals)
-    subnormals = fmt.subnormals if subnormals is None else subnormals
+    subnormals = resolve_subnormals(fmt, subnormals)
     arr = as_float_array(x)
     dtype = arr.dtype
     if out is not None:

@@ -93,6 +93,16 @@ def resolve_overflow(fmt: Format, overflow: str | None) -> str:
     return overflow
 
 
+def resolve_subnormals(fmt: Format, subnormals: object) -> bool:
+    """The subnormal rule in force: the override if given (a bool), else the format's. A format
+    without zero has no subnormals to keep: ``subnormals=True`` is refused there."""
+    checked = check_bool("subnormals", subnormals)
+    if checked and not fmt.zero:
+        raise ValueError(f"subnormals=True needs a format with zero and subnormals; {fmt.name} "
+                         "has neither (leave subnormals=None)")
+    return fmt.subnormals if checked is None else checked
+
+
 # --- the modes' rules: one table keyed by RoundingMode -------------------------------------------
 HALF = Fraction(1, 2)
 Draw = float | Fraction | None  # stochastic rounding's uniform draw u in [0, 1)
@@ -356,8 +366,7 @@ def trace(
     """
     fmt = get_format(fmt)
     mode = get_mode(mode)
-    checked = check_bool("subnormals", subnormals)
-    subnormals = fmt.subnormals if checked is None else checked
+    subnormals = resolve_subnormals(fmt, subnormals)
     policy = resolve_overflow(fmt, overflow)
     value = exact_value(x)
     negative = value < 0 if isinstance(value, Fraction) else math.copysign(1.0, value) < 0

@@ -101,3 +101,10 @@ def test_monitor_counts_nan_created_from_non_positive_input_to_e8m0():
     with fpsim.monitor() as m:
         fpsim.round(np.float32([0.0, -1.0, 3.0, 3e38]), E8M0FNU, site="s")
     assert (m.counts["s"]["nan_created"], m.counts["s"]["overflow"]) == (3, 1)
+
+
+def test_e8m0_refuses_subnormals_true_and_names_neighbours_of_a_non_value():
+    with pytest.raises(ValueError, match="subnormals=True needs a format with zero"):
+        fpsim.round(np.float32([1.0]), E8M0FNU, subnormals=True)
+    with pytest.raises(ValueError, match="between 2.0 and 4.0"):
+        fpsim.to_bits(3.0, E8M0FNU)

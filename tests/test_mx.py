@@ -269,3 +269,17 @@ def test_explain_names_amax_scale_and_which_elements_saturated_or_flushed():
 def test_bad_arguments_raise_naming_the_argument(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+@pytest.mark.parametrize("name", MX_NAMES)
+def test_mx_quantize_equals_gfloats_quantize_block_on_finite_blocks(name):
+    gfloat = pytest.importorskip("gfloat")
+    import gfloat.formats as gf
+
+    fi = getattr(gf, f"format_info_{name}")
+    x = sample(7, (6, 32))
+    x[5] = 0.0  # an all-zero block: both take the smallest scale
+    got = mx.quantize(x, name)
+    for row, q in zip(x, got, strict=True):
+        want = gfloat.quantize_block(fi, row.astype(np.float64), gfloat.compute_scale_amax)
+        assert same(q + 0.0, want + 0.0), (name, row)  # gfloat's zeros carry no sign

@@ -106,3 +106,20 @@ def test_unsigned_p3109_maps_negative_numbers_to_nan_and_minus_zero_to_zero(fmt)
 def test_p3109_rejects_bad_arguments_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fpsim.p3109(**kwargs)
+
+
+@pytest.mark.parametrize("fmt", [fpsim.E8M0FNU, fpsim.p3109(1, signed=False), fpsim.p3109(4)],
+                         ids=lambda f: f.name)
+def test_new_formats_plot_their_number_line_and_exponent_histogram(fmt):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fpsim import plot
+
+    shown = plot.values_in_range(fmt, 0.25, 8.0)
+    v = fpsim.values(fmt)
+    assert np.array_equal(shown, v[(v >= 0.25) & (v <= 8.0)])
+    assert plot.number_line(fmt, 0.25, 8.0) is not None
+    assert plot.exponent_histogram(np.float32([0.5, 3.0, 1e-3]), fmt) is not None
+    matplotlib.pyplot.close("all")
