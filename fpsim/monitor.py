@@ -143,7 +143,7 @@ class Monitor:
                 k = row[name]
                 cells.append(f"{k:,} ({k / n:.2%})" if n and k else "0")
             rows.append(cells)
-        if len(rows) == 1:
+        if len(rows) == 1 and not self.blocks:
             return "fpsim monitor: nothing rounded yet"
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines = []
@@ -153,7 +153,21 @@ class Monitor:
             lines.append("  ".join(left + right).rstrip())
             if r == 0:
                 lines.append("  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        return "\n".join((lines if len(rows) > 1 else []) + self._block_lines())
+
+    def _block_lines(self) -> list[str]:
+        """The fpsim.mx rows: blocks, elements, and each block event as count and share."""
+        if not self.blocks:
+            return []
+        lines = ["block quantization (fpsim.mx): " + ", ".join(BLOCK_EVENTS)]
+        for site, row in self.blocks.items():
+            n, nb = row["elements"], row["blocks"]
+            lines.append(
+                f"  {site} ({self.formats.get(site, '')}): {nb:,} blocks, {n:,} elements; "
+                f"saturated {row['saturated']:,}, flushed {row['flushed']:,}, "
+                f"clipped blocks {row['clipped_blocks']:,}"
+                + (f" ({row['clipped_blocks'] / nb:.2%})" if nb else ""))
+        return lines
 
     def __str__(self) -> str:
         return self.summary()

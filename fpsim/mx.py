@@ -375,7 +375,8 @@ def decode(
 def explain(block: object, fmt: BlockFormat | str, *, scale_rounding: str | None = None,
             mode: str | RoundingMode = "nearest_even") -> str:
     """One block's quantization as text: amax, the chosen scale, each element before and
-    after, and which saturated or flushed to zero. ``block`` is 1-D, at most one block long.
+    after, and which saturated or flushed to zero. ``block`` is 1-D, at most one block long
+    (for nvfp4 it is a one-block tensor: its own amax sets the tensor scale).
 
     >>> print(explain(np.float32([500.0, 1.0, 1e-4]), "mxfp8_e4m3"))  # doctest: +ELLIPSIS
     mxfp8_e4m3 block of 3 (element float8_e4m3fn, max 448, emax 8; scale float8_e8m0fnu)

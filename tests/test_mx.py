@@ -283,3 +283,10 @@ def test_mx_quantize_equals_gfloats_quantize_block_on_finite_blocks(name):
     for row, q in zip(x, got, strict=True):
         want = gfloat.quantize_block(fi, row.astype(np.float64), gfloat.compute_scale_amax)
         assert same(q + 0.0, want + 0.0), (name, row)  # gfloat's zeros carry no sign
+
+
+def test_monitor_summary_lists_the_block_counts():
+    with fpsim.monitor() as m:
+        mx.quantize(np.float32([500.0, 1.0, 1e-4]), "mxfp8_e4m3", site="w")
+    assert "w (mxfp8_e4m3): 1 blocks, 3 elements; saturated 1, flushed 1, clipped blocks 1" in (
+        m.summary())
