@@ -123,3 +123,21 @@ def test_new_formats_plot_their_number_line_and_exponent_histogram(fmt):
     assert plot.number_line(fmt, 0.25, 8.0) is not None
     assert plot.exponent_histogram(np.float32([0.5, 3.0, 1e-3]), fmt) is not None
     matplotlib.pyplot.close("all")
+
+
+@pytest.mark.parametrize("fmt", [f for f in fpsim.CATALOG if f in fpsim.P3109_FORMATS],
+                         ids=lambda f: f.name)
+def test_stochastic_rounding_equals_gfloats_for_the_same_random_bits(fmt):
+    """gfloat goes up when srbits >= 2^n - f * 2^n (f on an n-bit grid), round_scalar when its
+    draw u < f: the same decision for u = (2^n - 1 - srbits) / 2^n."""
+    n = 4
+    fi = info(fmt)
+    v = np.unique(fpsim.values(fmt).astype(np.float64))
+    quarters = [v[:-1] + (v[1:] - v[:-1]) * k / 4 for k in (1, 2, 3)]
+    x = np.concatenate([v, *quarters, [fmt.max * 1.2, -fmt.max * 1.2] if fmt.signed else []])
+    x = x[x >= 0] if not fmt.signed else x
+    for srbits in (0, 3, 8, 15):
+        u = (2**n - 1 - srbits) / 2**n
+        got = [fpsim.round_scalar(float(t), fmt, "stochastic", u=u) for t in x]
+        want = [round_float(fi, float(t), RoundMode.Stochastic, False, srbits, n) for t in x]
+        assert same(got, want).all(), srbits
