@@ -2,10 +2,11 @@
 
 Formats are data (``fpsim.Format``), rounding is exact in every mode (``fpsim.round``, checked
 against the pure-Python specification ``fpsim.round_scalar``), and the compute core is a set of
-numba kernels.
+numba kernels. ``fpsim.mx`` quantizes OCP MX and NVFP4 blocks; ``fpsim.p3109`` builds the IEEE
+P3109 binary8 formats; ``E8M0FNU`` is the MX block scale.
 """
 
-from fpsim import plot
+from fpsim import mx, plot
 from fpsim._version import __version__
 from fpsim.bits import classify, decompose, from_bits, to_bits
 from fpsim.catalog import (
@@ -21,11 +22,14 @@ from fpsim.catalog import (
     E4M3FNUZ,
     E5M2,
     E5M2FNUZ,
+    E8M0FNU,
     FP16,
     FP32,
+    P3109_FORMATS,
     TF32,
     get_format,
     known_names,
+    p3109,
 )
 from fpsim.emulated import EmulatedArray, array, dot, matmul, sum  # noqa: A001  (fpsim.sum)
 from fpsim.explain import explain

@@ -92,11 +92,13 @@ def _special_masks(codes: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarr
     no = np.zeros(codes.shape, dtype=bool)
     if fmt.nan == "ieee":
         return (e == top) & (m != 0), (e == top) & (m == 0)
+    # P3109-style inf: the magnitude code just above max (fn, fnuz, none)
+    is_inf = (codes & (_sign_bit(fmt) - 1)) == fmt.inf_code if fmt.inf else no
     if fmt.nan == "fn":
-        return (e == top) & (m == full), no
+        return (e == top) & (m == full), is_inf
     if fmt.nan == "fnuz":
-        return codes == _sign_bit(fmt), no
-    return no, no
+        return codes == _sign_bit(fmt), is_inf
+    return no, is_inf
 
 
 def nan_code(fmt: Format, negative: bool = False) -> int | None:
@@ -107,7 +109,7 @@ def nan_code(fmt: Format, negative: bool = False) -> int | None:
     """
     m_bits = fmt.mantissa_bits
     top = (1 << fmt.exponent_bits) - 1
-    sign = _sign_bit(fmt) if negative else 0
+    sign = _sign_bit(fmt) if negative and fmt.signed else 0
     if fmt.nan == "ieee":
         return None if m_bits == 0 else sign | (top << m_bits) | (1 << (m_bits - 1))
     if fmt.nan == "fn":
@@ -148,7 +150,7 @@ def _decode(codes: np.ndarray, fmt: Format) -> np.ndarray:
     m_bits = fmt.mantissa_bits
     subnormal = np.ldexp(m.astype(np.float64), fmt.emin - m_bits)
     normal = np.ldexp((m + (1 << m_bits)).astype(np.float64), e - fmt.bias - m_bits)
-    mag = np.where(e == 0, subnormal, normal)
+    mag = np.where((e == 0) & fmt.zero, subnormal, normal)
     is_nan, is_inf = _special_masks(codes, fmt)
     mag = np.where(is_inf, np.inf, np.where(is_nan, np.nan, mag))
     return np.where(sign == 1, -mag, mag)
@@ -181,6 +183,10 @@ def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
     e_field = np.where(normal, exp - 1 + fmt.bias, 0)
     sig = np.where(normal, np.ldexp(frac, m_bits + 1), np.ldexp(a0, m_bits - fmt.emin))
     ok = finite & (sig == np.floor(sig))  # no bits below the format's spacing
+    if not fmt.zero:
+        ok &= a0 != 0
+    if not fmt.signed:
+        ok &= ~neg | (a == 0)  # no negative numbers (-0 encodes as +0)
     sig_int = np.where(ok, sig, 0).astype(np.int64)
     mant = np.where(normal, sig_int - (1 << m_bits), sig_int)
     top_e = fmt.max_exponent_field
@@ -188,11 +194,11 @@ def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
     e_field = np.where(ok, e_field, 0)
     mant = np.where(ok, mant, 0)
     codes = (e_field.astype(np.int64) << m_bits) | mant
-    signed = neg & ((codes != 0) | fmt.has_negative_zero)  # fnuz: -0 encodes as +0
+    signed = neg & ((codes != 0) | fmt.has_negative_zero) & fmt.signed  # fnuz: -0 is +0
     codes = np.where(signed, codes | _sign_bit(fmt), codes)
-    if fmt.inf:
-        inf_code = ((1 << fmt.exponent_bits) - 1) << m_bits
-        is_inf = np.isinf(x)
+    inf_code = fmt.inf_code
+    if inf_code is not None:
+        is_inf = np.isinf(x) & (~neg | fmt.signed)
         codes = np.where(is_inf, np.where(neg, inf_code | _sign_bit(fmt), inf_code), codes)
         ok |= is_inf
     pos_nan, neg_nan = nan_code(fmt), nan_code(fmt, negative=True)
@@ -212,8 +218,9 @@ def _not_representable(value: float, fmt: Format) -> ValueError:
         return ValueError(
             f"{value!r} is not a value of {fmt.name}: its magnitude exceeds max = {fmt.max!r}"
         )
-    lo = float(_round(value, fmt, "down", subnormals=True, overflow="saturate"))
-    hi = float(_round(value, fmt, "up", subnormals=True, overflow="saturate"))
+    sub = True if fmt.zero else None  # (a format without zero has no subnormals)
+    lo = float(_round(value, fmt, "down", subnormals=sub, overflow="saturate"))
+    hi = float(_round(value, fmt, "up", subnormals=sub, overflow="saturate"))
     return ValueError(
         f"{value!r} is not a value of {fmt.name} (it lies between {lo!r} and {hi!r}); "
         f"round it first, e.g. fpsim.round(x, {fmt.name!r})"
@@ -268,7 +275,7 @@ class Decomposed(NamedTuple):
 def _classes(codes: np.ndarray, fmt: Format) -> np.ndarray:
     _, e, m = _fields(codes, fmt)
     is_nan, is_inf = _special_masks(codes, fmt)
-    kind = np.where(e == 0, np.where(m == 0, 0, 1), 2)
+    kind = np.where((e == 0) & fmt.zero, np.where(m == 0, 0, 1), 2)
     kind = np.where(is_inf, 3, np.where(is_nan, 4, kind))
     return np.asarray(CLASSES)[kind]
 
@@ -308,8 +315,9 @@ def decompose(x: object, fmt: Format | str) -> Decomposed:
 def _decompose(codes: np.ndarray, fmt: Format) -> tuple[np.ndarray, ...]:
     sign, e, m = _fields(codes, fmt)
     frac = np.ldexp(m.astype(np.float64), -fmt.mantissa_bits)
-    significand = np.where(e == 0, frac, 1.0 + frac)
-    exponent = np.where(e == 0, fmt.emin, e - fmt.bias)
+    sub = (e == 0) & fmt.zero
+    significand = np.where(sub, frac, 1.0 + frac)
+    exponent = np.where(sub, fmt.emin, e - fmt.bias)
     is_nan, is_inf = _special_masks(codes, fmt)
     significand = np.where(is_inf, np.inf, np.where(is_nan, np.nan, significand))
     exponent = np.where(is_nan | is_inf, 0, exponent)

@@ -26,10 +26,58 @@ E4M3B11FNUZ = Format("float8_e4m3b11fnuz", 4, 3, bias=11, inf=False, nan="fnuz")
 E2M3FN = Format("float6_e2m3fn", 2, 3, inf=False, nan="none")
 E3M2FN = Format("float6_e3m2fn", 3, 2, inf=False, nan="none")
 E2M1FN = Format("float4_e2m1fn", 2, 1, inf=False, nan="none")
+# the OCP MX block scale: unsigned, exponent only, 2^-127 .. 2^127, NaN 0xFF, no zero
+E8M0FNU = Format("float8_e8m0fnu", 8, 0, bias=127, signed=False, zero=False, subnormals=False,
+                 inf=False, nan="fn")
+
+P3109_DOMAINS = ("extended", "finite")
+
+
+def p3109(p: int, *, signed: bool = True, domain: str = "extended") -> Format:
+    """The IEEE P3109 binary8 format of precision ``p`` (significand bits, hidden one included).
+
+    As the P3109 interim report (and gfloat's ``format_info_p3109(8, p, ...)``) defines them:
+
+    - signed, ``p`` in 1..7: ``S|E..E|M..M`` with ``E = 8 - p``, ``M = p - 1``, bias
+      ``2^(7 - p)``; one NaN at ``0x80`` (the -0 code: no -0); subnormals;
+    - unsigned (``signed=False``), ``p`` in 1..7: ``E = 9 - p`` bits, bias ``2^(8 - p)``, one
+      NaN at ``0xFF``;
+    - ``domain="extended"``: +-inf at the largest non-NaN code (``0x7F``/``0xFF``, unsigned
+      ``0xFE``), and overflow goes to inf; ``"finite"``: that code is max, and overflow gives
+      NaN. ``fpsim.round(..., overflow="saturate")`` is the saturating conversion of either.
+
+    Names follow the interim report: ``binary8p{p}{s|u}{e|f}`` (gfloat's ``p3109_k8p{p}{s|u}{e|f}``
+    is an alias).
+
+    >>> f = p3109(4)
+    >>> f.name, f.max, f.smallest_subnormal, f.inf
+    ('binary8p4se', 224.0, 0.0009765625, True)
+    """
+    if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 7:
+        raise ValueError(f"p must be an integer in 1..7 (significand bits of a binary8 format), "
+                         f"got {p!r}")
+    if not isinstance(signed, bool):
+        raise ValueError(f"signed must be True or False, got {signed!r}")
+    if domain not in P3109_DOMAINS:
+        raise ValueError(f"domain must be one of {P3109_DOMAINS}, got {domain!r}")
+    exponent_bits = 8 - p + (0 if signed else 1)
+    name = f"binary8p{p}{'s' if signed else 'u'}{domain[0]}"
+    return Format(name, exponent_bits, p - 1, bias=2 ** (exponent_bits - 1), signed=signed,
+                  inf=domain == "extended", nan="fnuz" if signed else "fn")
+
+
+P3109_FORMATS: tuple[Format, ...] = tuple(
+    p3109(p, signed=signed, domain=domain)
+    for p in range(1, 8) for signed in (True, False) for domain in P3109_DOMAINS
+)
 
 CATALOG: tuple[Format, ...] = (
     FP32, TF32, FP16, BF16, E4M3FN, E5M2, E4M3, E3M4,
-    E4M3FNUZ, E5M2FNUZ, E4M3B11FNUZ, E2M3FN, E3M2FN, E2M1FN,
+    E4M3FNUZ, E5M2FNUZ, E4M3B11FNUZ, E2M3FN, E3M2FN, E2M1FN, E8M0FNU,
+    # P3109 corners (every P3109 binary8 format is in P3109_FORMATS, found by name):
+    # p = 1 (no mantissa) unsigned, the common p = 3 and 4, and a finite one
+    *(f for f in P3109_FORMATS if f.name in ("binary8p1ue", "binary8p3se", "binary8p4se",
+                                             "binary8p4sf")),
 )
 
 _ALIASES: dict[str, Format] = {
@@ -43,8 +91,10 @@ _ALIASES: dict[str, Format] = {
     "e2m3fn": E2M3FN, "fp6_e2m3": E2M3FN,
     "e3m2fn": E3M2FN, "fp6_e3m2": E3M2FN,
     "e2m1fn": E2M1FN, "fp4_e2m1": E2M1FN, "fp4": E2M1FN,
-}
-_BY_NAME: dict[str, Format] = {f.name: f for f in CATALOG} | _ALIASES
+    "e8m0fnu": E8M0FNU, "e8m0": E8M0FNU,
+} | {"p3109_k8" + f.name[len("binary8"):]: f for f in P3109_FORMATS}
+_BY_NAME: dict[str, Format] = ({f.name: f for f in P3109_FORMATS}
+                               | {f.name: f for f in CATALOG} | _ALIASES)
 
 
 def known_names() -> list[str]:

@@ -151,16 +151,24 @@ def _emit(text: str) -> None:
 
 # --- fpsim formats -----------------------------------------------------------------------------
 def _specials(fmt: Format) -> str:
-    ones_e, ones_m = "1" * fmt.exponent_bits, "1" * fmt.mantissa_bits
+    """The special codes of a format in words, read from the codes themselves."""
+    def shown(code: int, with_sign: bool = False) -> str:  # the fields, sign bit dropped
+        text = field_string(code, fmt).replace(" ", ".")
+        return text if with_sign or not fmt.signed else text[2:]
+
+    ones_e = "1" * fmt.exponent_bits
     if fmt.nan == "ieee":
         return f"inf = S.{ones_e}.{'0' * fmt.mantissa_bits}, NaN = S.{ones_e}.(not 0)"
+    inf_code = fmt.inf_code
+    head = "no inf" if inf_code is None else f"inf = {'S.' * fmt.signed}{shown(inf_code)}"
+    head += "" if fmt.signed else "; unsigned"
+    head += "" if fmt.zero else "; no zero"
+    code = nan_code(fmt)
     if fmt.nan == "fn":
-        return f"no inf; NaN = S.{ones_e}.{ones_m} only"
+        return f"{head}; NaN = {'S.' * fmt.signed}{shown(code or 0)} only"
     if fmt.nan == "fnuz":
-        code = nan_code(fmt)
-        assert code is not None
-        return f"no inf, no -0; one NaN = {field_string(code, fmt).replace(' ', '.')} (the -0 code)"
-    return "no inf, no NaN"
+        return f"{head}, no -0; one NaN = {shown(code or 0, True)} (the -0 code)"
+    return f"{head}, no NaN"
 
 
 def format_table(formats: Sequence[Format] = CATALOG) -> str:

@@ -87,6 +87,8 @@ def _bump(t: RoundingTrace) -> str:
 
 def _parity(t: RoundingTrace) -> str:
     word = "odd" if t.odd else "even"
+    if not t.fmt.zero:
+        return "the significand 1 is odd (exponent-only format, ml_dtypes' E8M0 rule)"
     if t.fmt.mantissa_bits == 0 and t.k > 0:  # every significand is 1: the exponent's parity
         return f"the code of k × 2^q ends in {int(t.odd)} (exponent field {word})"
     return f"kept significand {t.k} is {word}"
@@ -125,6 +127,9 @@ WHY_TEXT: dict[Why, Callable[[RoundingTrace], str]] = {
         f"inexact and {_parity(t)} -> k + 1 = {t.k + 1} (odd: marks inexact)"),
     Why.DRAW_BELOW_F: _draw,
     Why.DRAW_NOT_BELOW_F: _draw,
+    Why.LOWEST_BINADE_UP: lambda t: (
+        f"inexact in the lowest binade of {t.fmt.name}: ml_dtypes rounds it up (it holds only "
+        f"float32 subnormals, rounded in float32's bit pattern) -> {_bump(t)}"),
 }
 
 
@@ -176,6 +181,9 @@ OUTCOME_TEXT: dict[Outcome, tuple[str, Callable[[RoundingTrace], str]] | None] =
     Outcome.FLUSHED: ("underflow:", lambda t: (
         f"subnormals are off and {num(t.magnitude)} is below the smallest normal "
         f"{num(t.fmt.smallest_normal)} -> flushed to {_zero_text(t)}")),
+    Outcome.RAISED: ("underflow:", lambda t: (
+        f"{_size(t)} is below the smallest value {num(t.fmt.smallest_normal)} and "
+        f"{t.fmt.name} has no zero -> {num(t.result)}")),
 }
 
 
@@ -200,6 +208,10 @@ def _zero_input(t: RoundingTrace) -> str:
 
 SPECIAL_TEXT: dict[Outcome, Callable[[RoundingTrace], str]] = {
     Outcome.NAN: _nan_input, Outcome.INFINITY: _inf_input, Outcome.ZERO: _zero_input,
+    Outcome.NEGATIVE: lambda t: (
+        f"{t.fmt.name} is unsigned: a negative number is outside its range -> "
+        + ("NaN" if t.fmt.has_nan else "0")),
+    Outcome.NO_ZERO: lambda t: f"{t.fmt.name} has no zero: zero becomes NaN",
 }
 
 
@@ -220,7 +232,7 @@ def _grid_line(t: RoundingTrace) -> str:
     where = "normal range" if t.e >= fmt.emin else (
         f"subnormal range: below {pow2(fmt.emin)} the spacing stays {pow2(q)}" if t.subnormals
         else "below the normal range; subnormals off: rounded at full precision, then flushed "
-        "to zero")
+        "to zero" if fmt.zero else "below the smallest value: raised to it (no zero)")
     spacing = pow2(q) + (f" = {num(2.0**q)}" if -1074 <= q else "")  # float64 shows 2^-1074+
     return _line("grid:", f"spacing (ulp) {spacing} here ({where})")
 
@@ -319,8 +331,8 @@ def explanation(
     if t.why is Why.DRAW_BELOW_F:
         down = trace(x, fmt, mode, subnormals=subnormals, overflow=overflow, u=t.f)
         outcomes, probs = (down, t), (float(1 - t.f), float(t.f))
-    layout = "|".join(part for part in ("S", "E" * fmt.exponent_bits, "M" * fmt.mantissa_bits)
-                      if part)
+    fields = ("S" * fmt.signed, "E" * fmt.exponent_bits, "M" * fmt.mantissa_bits)
+    layout = "|".join(part for part in fields if part)
     lines = [f"{x!r} -> {fmt.name} ({layout}, bias {fmt.bias}), rounding {mode.value}"]
 
     if t.why is None:  # NaN, inf or zero: nothing to round

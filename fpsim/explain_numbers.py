@@ -45,11 +45,12 @@ def pow2(e: int) -> str:
 
 
 def field_string(code: int, fmt: Format) -> str:
-    """A code as ``S EEEEE MMMMMMMMMM`` (fp16); no mantissa part when M = 0."""
+    """A code as ``S EEEEE MMMMMMMMMM`` (fp16); no mantissa part when M = 0, no sign part in an
+    unsigned format."""
     m_bits, e_bits = fmt.mantissa_bits, fmt.exponent_bits
     sign = code >> (e_bits + m_bits)
     e = (code >> m_bits) & ((1 << e_bits) - 1)
-    parts = [str(sign), format(e, f"0{e_bits}b")]
+    parts = ([str(sign)] if fmt.signed else []) + [format(e, f"0{e_bits}b")]
     if m_bits:
         parts.append(format(code & ((1 << m_bits) - 1), f"0{m_bits}b"))
     return " ".join(parts)

@@ -10,6 +10,19 @@ What the all-ones exponent field means depends on ``nan``:
 - ``"fnuz"``: every code is a number except ``1.0..0.0..0`` (the -0 code), the single NaN; no -0.
 - ``"none"``: every code is a number; no NaN and no inf (e2m1fn and the other MX element types).
 
+``inf=True`` with ``nan`` other than ``"ieee"`` is the IEEE P3109 layout: the largest magnitude
+code that is not NaN (per sign) is +-inf, and ``max`` is the code below it (P3109's extended
+domain: ``0x7F``/``0xFF`` in signed binary8, ``0xFE`` in unsigned ones).
+
+Two more fields describe scale formats and P3109's unsigned formats:
+
+- ``signed=False``: no sign bit (``bits = E + M``); the format holds no negative number and
+  no -0. Rounding a negative non-zero number to it gives NaN (it is out of the format's range),
+  -0 gives +0.
+- ``zero=False``: exponent field 0 holds normals too (``emin = -bias``): no zero, no subnormals.
+  Only exponent-only formats (``mantissa_bits == 0``) may drop zero: the OCP MX scale E8M0FNU,
+  values ``2^-127 .. 2^127``, NaN ``0xFF``. Zero rounds to NaN there (see fpsim.rounding).
+
 ``overflow`` says what a finite value too large for the format becomes under the
 round-to-nearest modes: ``"inf"`` (needs ``inf=True``), ``"nan"`` or ``"saturate"`` (clamp to
 +-max). Left as ``None`` it is derived: inf if the format has inf, else NaN if it has NaN,
@@ -56,6 +69,8 @@ class Format:
     inf: bool = field(default=True, kw_only=True)
     nan: str = field(default="ieee", kw_only=True)
     overflow: str | None = field(default=None, kw_only=True)
+    signed: bool = field(default=True, kw_only=True)
+    zero: bool = field(default=True, kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -67,14 +82,22 @@ class Format:
         _check_int("bias", self.bias, -(2**10), 2**10)
         if self.nan not in NAN_KINDS:
             raise ValueError(f"nan must be one of {NAN_KINDS}, got {self.nan!r}")
-        for flag in ("inf", "subnormals"):
+        for flag in ("inf", "subnormals", "signed", "zero"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
-        if self.inf != (self.nan == "ieee"):
+        if self.nan == "ieee" and not self.inf:
             raise ValueError(
-                "inf=True goes with nan='ieee' (the all-ones exponent holds inf and NaN); "
-                f"formats with nan in ('fn', 'fnuz', 'none') have no inf; got inf={self.inf}, "
-                f"nan={self.nan!r}"
+                "nan='ieee' has inf (the all-ones exponent holds inf and NaN); for a format "
+                f"without inf use nan='fn', 'fnuz' or 'none'; got inf={self.inf}, nan='ieee'"
+            )
+        if self.nan == "fnuz" and not self.signed:
+            raise ValueError("nan='fnuz' puts NaN at the -0 code, which needs a sign bit; an "
+                             "unsigned format takes nan='fn' (NaN at the all-ones code) or 'none'")
+        if not self.zero and (self.mantissa_bits != 0 or self.signed or self.subnormals):
+            raise ValueError(
+                "zero=False is for exponent-only scale formats: it needs mantissa_bits=0, "
+                f"signed=False and subnormals=False; got mantissa_bits={self.mantissa_bits}, "
+                f"signed={self.signed}, subnormals={self.subnormals}"
             )
         if self.overflow is None:
             derived = "inf" if self.inf else ("nan" if self.nan != "none" else "saturate")
@@ -85,7 +108,7 @@ class Format:
             raise ValueError(f"overflow='inf' needs a format with inf; {self.name} has none")
         if self.overflow == "nan" and self.nan == "none":
             raise ValueError(f"overflow='nan' needs a format with NaN; {self.name} has none")
-        if self.max_exponent_field < 1:
+        if self.max_code < (1 << self.mantissa_bits) and self.zero:
             raise ValueError(
                 f"{self.name}: {self.exponent_bits} exponent bit(s) with nan={self.nan!r} "
                 "leave no normal numbers; use more exponent bits"
@@ -104,8 +127,8 @@ class Format:
     # --- code layout -----------------------------------------------------------------
     @property
     def bits(self) -> int:
-        """Total width of a code: sign + exponent + mantissa."""
-        return 1 + self.exponent_bits + self.mantissa_bits
+        """Total width of a code: sign (if signed) + exponent + mantissa."""
+        return int(self.signed) + self.exponent_bits + self.mantissa_bits
 
     @property
     def nexp(self) -> int:
@@ -121,20 +144,35 @@ class Format:
         return self.mantissa_bits + 1
 
     @property
+    def max_code(self) -> int:
+        """Magnitude code (exponent and mantissa fields, no sign) of the largest finite value.
+
+        ``ieee``: ``1..10|1..1`` (the all-ones exponent is inf/NaN); ``fn``: all ones minus 1
+        (all ones is NaN); ``fnuz``/``none``: all ones. P3109-style inf (``inf`` with ``nan``
+        other than ``"ieee"``) takes the code above max, so max moves one code down.
+        """
+        ones = (1 << (self.exponent_bits + self.mantissa_bits)) - 1
+        if self.nan == "ieee":
+            return ones - (1 << self.mantissa_bits)
+        top = ones - 1 if self.nan == "fn" else ones
+        return top - 1 if self.inf else top
+
+    @property
+    def inf_code(self) -> int | None:
+        """Magnitude code of +inf, or None for formats without inf."""
+        if not self.inf:
+            return None
+        return self.max_code + 1  # ieee: 1..1|0..0; P3109: the code above max
+
+    @property
     def max_exponent_field(self) -> int:
-        """Largest exponent field that holds finite numbers."""
-        top = 2**self.exponent_bits - 1
-        if self.nan == "ieee" or (self.nan == "fn" and self.mantissa_bits == 0):
-            return top - 1
-        return top
+        """Exponent field of the largest finite value."""
+        return self.max_code >> self.mantissa_bits
 
     @property
     def max_mantissa_field(self) -> int:
         """Mantissa field of the largest finite value."""
-        full = 2**self.mantissa_bits - 1
-        if self.nan == "fn" and self.mantissa_bits > 0:
-            return full - 1  # S.1111.111 is NaN, so max is S.1111.110
-        return full
+        return self.max_code & ((1 << self.mantissa_bits) - 1)
 
     # --- finfo-style values --------------------------------------------------------------
     @property
@@ -144,8 +182,8 @@ class Format:
 
     @property
     def emin(self) -> int:
-        """Unbiased exponent of the smallest normal value."""
-        return 1 - self.bias
+        """Unbiased exponent of the smallest normal value (``-bias`` without zero)."""
+        return (1 if self.zero else 0) - self.bias
 
     @property
     def maxexp(self) -> int:
@@ -167,6 +205,10 @@ class Format:
 
     @property
     def min(self) -> float:
+        """The most negative value, -max; unsigned formats: the smallest value (as ml_dtypes'
+        finfo(float8_e8m0fnu).min)."""
+        if not self.signed:
+            return 0.0 if self.zero else self.smallest_normal
         return -self.max
 
     @property
@@ -187,7 +229,7 @@ class Format:
 
     @property
     def has_negative_zero(self) -> bool:
-        return self.nan != "fnuz"
+        return self.signed and self.zero and self.nan != "fnuz"
 
     @property
     def has_nan(self) -> bool:
@@ -253,6 +295,8 @@ def _contains(wide: Format, narrow: Format) -> bool:
     if wide == narrow:
         return True
     if (narrow.inf and not wide.inf) or (narrow.has_nan and not wide.has_nan):
+        return False
+    if (narrow.signed and not wide.signed) or (narrow.zero and not wide.zero):
         return False
     if narrow.max_exact > wide.max_exact:
         return False

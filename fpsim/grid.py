@@ -12,6 +12,9 @@ Decisions (the contract where DESIGN.md is silent):
 - ``next_up(x)`` is the smallest format value greater than ``x`` (any float ``x``); past ``max``
   it is ``inf`` for formats with inf and NaN (no such value) otherwise. ``next_down(x) =
   -next_up(-x)``. A step from the smallest negative subnormal gives ``-0.0`` (``+0.0`` in fnuz).
+- Unsigned formats (E8M0FNU, unsigned P3109) are not symmetric: ``next_up``/``next_down`` look
+  their (at most 2^16) values up; below the smallest value ``next_up`` is that value and
+  ``next_down`` is NaN (no such value).
 """
 
 from __future__ import annotations
@@ -92,6 +95,15 @@ def _step_up(r: np.ndarray, fmt: Format) -> np.ndarray:
     return np.where(np.signbit(r) & (r != 0), -up, up)
 
 
+def _unsigned_step(x: np.ndarray, fmt: Format, up: bool) -> np.ndarray:
+    """next_up (or next_down) in an unsigned format, from its sorted values."""
+    v = values(fmt).astype(np.float64)
+    over = np.inf if fmt.inf else np.nan
+    table = np.concatenate([v, [over]]) if up else np.concatenate([[np.nan], v])
+    i = np.searchsorted(v, np.where(np.isnan(x), 0.0, x), side="right" if up else "left")
+    return np.where(np.isnan(x), np.nan, table[i])
+
+
 def next_up(x: object, fmt: Format | str) -> np.ndarray:
     """The smallest value of ``fmt`` greater than ``x`` (any float), elementwise.
 
@@ -106,6 +118,8 @@ def next_up(x: object, fmt: Format | str) -> np.ndarray:
     fmt = get_format(fmt)
     arr = as_float_array(x)
     x64 = arr.astype(np.float64)
+    if not fmt.signed:
+        return _scalar_or_array(_unsigned_step(x64, fmt, up=True).astype(arr.dtype))
     past_max = np.isnan(x64) | (x64 >= fmt.max)
     safe = np.where(past_max, 0.0, x64)
     # smallest value >= x on the grid with subnormals (x < max, so no overflow)
@@ -129,6 +143,9 @@ def next_down(x: object, fmt: Format | str) -> np.ndarray:
     """
     fmt = get_format(fmt)
     arr = as_float_array(x)
+    if not fmt.signed:
+        return _scalar_or_array(_unsigned_step(arr.astype(np.float64), fmt, up=False)
+                                .astype(arr.dtype))
     out = -np.asarray(next_up(-arr, fmt))
     if not fmt.has_negative_zero:
         out = np.where(out == 0, 0.0, out).astype(arr.dtype)

@@ -44,6 +44,16 @@ def is_active() -> bool:
     return bool(_ACTIVE.get())
 
 
+BLOCK_EVENTS = ("blocks", "elements", "saturated", "flushed", "clipped_blocks")
+
+
+def record_blocks(site: str, fmt_name: str, counts: tuple[int, ...]) -> None:
+    """Add one block quantization's counts (``BLOCK_EVENTS``, fpsim.mx) to every active
+    monitor."""
+    for m in _ACTIVE.get():
+        m.add_blocks(site, fmt_name, counts)
+
+
 def record(site: str, fmt: Format, n: int, counts: tuple[int, ...]) -> None:
     """Add one rounding's element count and event counts to every monitor active here."""
     for m in _ACTIVE.get():
@@ -61,6 +71,7 @@ class Monitor:
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {}
         self.formats: dict[str, str] = {}
+        self.blocks: dict[str, dict[str, int]] = {}  # fpsim.mx: {site: BLOCK_EVENTS counts}
 
     def add(self, site: str, fmt: Format, n: int, counts: tuple[int, ...]) -> None:
         row = self.counts.setdefault(site, {"elements": 0, **dict.fromkeys(EVENTS, 0)})
@@ -68,6 +79,14 @@ class Monitor:
         for name, value in zip(EVENTS, counts, strict=True):
             row[name] += int(value)
         self.formats[site] = fmt.name
+
+    def add_blocks(self, site: str, fmt_name: str, counts: tuple[int, ...]) -> None:
+        """Block quantization counts (fpsim.mx): blocks, elements, elements saturated and
+        flushed to zero, blocks whose scale clipped the maximum."""
+        row = self.blocks.setdefault(site, dict.fromkeys(BLOCK_EVENTS, 0))
+        for name, value in zip(BLOCK_EVENTS, counts, strict=True):
+            row[name] += int(value)
+        self.formats[site] = fmt_name
 
     # --- lifecycle -----------------------------------------------------------------------
     @property
@@ -90,6 +109,7 @@ class Monitor:
         """Forget every count (the monitor stays active or inactive as it was)."""
         self.counts.clear()
         self.formats.clear()
+        self.blocks.clear()
 
     def __enter__(self) -> Monitor:
         return self.start()
@@ -123,7 +143,7 @@ class Monitor:
                 k = row[name]
                 cells.append(f"{k:,} ({k / n:.2%})" if n and k else "0")
             rows.append(cells)
-        if len(rows) == 1:
+        if len(rows) == 1 and not self.blocks:
             return "fpsim monitor: nothing rounded yet"
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines = []
@@ -133,7 +153,21 @@ class Monitor:
             lines.append("  ".join(left + right).rstrip())
             if r == 0:
                 lines.append("  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        return "\n".join((lines if len(rows) > 1 else []) + self._block_lines())
+
+    def _block_lines(self) -> list[str]:
+        """The fpsim.mx rows: blocks, elements, and each block event as count and share."""
+        if not self.blocks:
+            return []
+        lines = ["block quantization (fpsim.mx): " + ", ".join(BLOCK_EVENTS)]
+        for site, row in self.blocks.items():
+            n, nb = row["elements"], row["blocks"]
+            lines.append(
+                f"  {site} ({self.formats.get(site, '')}): {nb:,} blocks, {n:,} elements; "
+                f"saturated {row['saturated']:,}, flushed {row['flushed']:,}, "
+                f"clipped blocks {row['clipped_blocks']:,}"
+                + (f" ({row['clipped_blocks'] / nb:.2%})" if nb else ""))
+        return lines
 
     def __str__(self) -> str:
         return self.summary()

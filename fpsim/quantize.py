@@ -14,12 +14,13 @@ import functools
 import numpy as np
 
 from fpsim import _kernels, _validate
+from fpsim._exponent_only import round_exponent_only
 from fpsim._kernels import FormatBits, NearestEvenF32
 from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record as monitor_record
-from fpsim.rounding import RoundingMode, get_mode, resolve_overflow
+from fpsim.rounding import RoundingMode, get_mode, resolve_overflow, resolve_subnormals
 
 _INT_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 _FLOAT32_EMIN = -126
@@ -43,6 +44,7 @@ def as_float_array(x: object, name: str = "x") -> np.ndarray:
 _ML_DTYPE_NAMES = {
     "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4", "float8_e4m3fnuz",
     "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+    "float8_e8m0fnu",
 }
 
 
@@ -76,23 +78,25 @@ def format_constants(
         Q_BITS=_bits_of(2.0**q, dtype),
         # half of it; when that is below the carrier's range only a = 0 lies below 2^q
         HALF_Q_BITS=max(_bits_of(2.0 ** (q - 1), dtype), 1),
+        UNSIGNED=int(not fmt.signed),
+        NEGATIVE_BITS=c.NAN_BITS if fmt.has_nan else 0,
     )
 
 
 @functools.cache
 def nearest_even_f32_constants(
-    fmt: Format, subnormals: bool, policy: str
+    fmt: Format, subnormals: bool, policy: str, finite_input: bool = False
 ) -> NearestEvenF32 | None:
     """The constants ``p`` of the float32 nearest-even fast path (fpsim.kernels), or None
     where it does not apply: flush-to-zero; formats without mantissa bits, as wide as float32,
     with emin > 0, or reaching below float32's normal range; an overflow policy other than inf
     for a format with inf (inf input must stay inf there while finite overflow saturates or
     becomes NaN)."""
-    if (not subnormals or not 0 < fmt.mantissa_bits < 23 or fmt.emin > 0
+    if (not subnormals or not 0 < fmt.mantissa_bits < 23 or fmt.emin > 0 or not fmt.signed
             or _needs_wide_carrier(fmt, True)):
         return None  # (M = 0: ties need the format's exponent parity, not float32's)
-    if fmt.inf and policy != "inf":
-        return None
+    if fmt.inf and policy != "inf" and not finite_input:
+        return None  # (fpsim.mx passes finite_input: its kernel never rounds inf or NaN)
     f32 = np.dtype(np.float32)
     c = _kernels.carrier_constants(f32)
     d = 23 - fmt.mantissa_bits
@@ -171,13 +175,20 @@ def round_array(
     fmt = get_format(fmt)
     mode = get_mode(mode)
     policy = resolve_overflow(fmt, overflow)
-    subnormals = _validate.check_bool("subnormals", subnormals)
-    subnormals = fmt.subnormals if subnormals is None else subnormals
+    subnormals = resolve_subnormals(fmt, subnormals)
     arr = as_float_array(x)
     dtype = arr.dtype
     if out is not None:
         arr = _validate.check_out(out, arr)
 
+    if not fmt.zero:
+        result, counts = round_exponent_only(arr, fmt, mode, rng, policy)
+        if monitor_is_active():
+            monitor_record(site or "round", fmt, arr.size, counts)
+        if out is not None:
+            out[...] = result
+            return out
+        return result[()] if result.ndim == 0 else result
     if dtype == np.float32 and _needs_wide_carrier(fmt, subnormals):
         result = np.empty(arr.shape, dtype=dtype) if out is None else out  # (checked above)
         _round_through_float64(arr, result, fmt, mode, rng, subnormals, policy, site)

@@ -18,6 +18,17 @@ How a finite non-zero value ``x`` is rounded to a format with M mantissa bits:
    to ``max``; the others follow the overflow policy (``inf``, ``nan`` or ``saturate``; a NaN
    keeps the input's sign, as ``fpsim.round`` and ml_dtypes keep it in the carrier).
 
+Two kinds of format add a step. An unsigned format (``signed=False``) holds no negative number:
+a negative non-zero input (``-inf`` too) becomes NaN (0 in an unsigned format without NaN), -0
+becomes +0. An exponent-only format without zero (``zero=False``, E8M0FNU) follows ml_dtypes'
+conversion to ``float8_e8m0fnu``: every significand is the hidden 1, so under nearest-even a tie
+``1.5 * 2^k`` goes up (3 -> 4; "even" is read on the significand, as ml_dtypes reads it, not
+on the exponent field as for the P3109 p = 1 formats); the round-to-nearest modes take every
+value of the lowest binade ``(2^emin, 2^(emin+1))`` up (for E8M0 that binade holds only float32
+subnormals, which ml_dtypes rounds in float32's bit pattern: 1.01 * 2^-127 -> 2^-126); every
+positive value below ``2^emin`` becomes ``2^emin`` in every mode (there is no zero); zero, like
+negatives, becomes NaN. Round-to-odd is truncation there (every code's significand is odd).
+
 ``trace`` performs these steps and records each one in a ``RoundingTrace`` (``round_scalar`` is
 its result, ``fpsim.explain`` its text). ``MODE_RULES`` is the one table of the modes' rules.
 """
@@ -82,6 +93,16 @@ def resolve_overflow(fmt: Format, overflow: str | None) -> str:
     return overflow
 
 
+def resolve_subnormals(fmt: Format, subnormals: object) -> bool:
+    """The subnormal rule in force: the override if given (a bool), else the format's. A format
+    without zero has no subnormals to keep: ``subnormals=True`` is refused there."""
+    checked = check_bool("subnormals", subnormals)
+    if checked and not fmt.zero:
+        raise ValueError(f"subnormals=True needs a format with zero and subnormals; {fmt.name} "
+                         "has neither (leave subnormals=None)")
+    return fmt.subnormals if checked is None else checked
+
+
 # --- the modes' rules: one table keyed by RoundingMode -------------------------------------------
 HALF = Fraction(1, 2)
 Draw = float | Fraction | None  # stochastic rounding's uniform draw u in [0, 1)
@@ -103,6 +124,8 @@ class Why(Enum):
     MADE_ODD = ("k is even", True)
     DRAW_BELOW_F = ("the draw u < f", True)
     DRAW_NOT_BELOW_F = ("the draw u >= f", False)
+    LOWEST_BINADE_UP = ("f > 0 in the lowest binade of a format without zero (ml_dtypes' "
+                        "E8M0 rule)", True)
 
     condition: str
     up: bool
@@ -201,6 +224,8 @@ def code_is_odd(k: int, q: int, fmt: Format) -> bool:
     """Whether the code of the value ``k * 2^q`` (k the multiple of the spacing) ends in 1."""
     if fmt.mantissa_bits > 0 or k == 0:
         return k % 2 == 1
+    if not fmt.zero:
+        return True  # exponent-only scale format: the significand 1 is odd (ml_dtypes' E8M0)
     assert fmt.bias is not None  # set by Format's construction
     return (q + fmt.bias) % 2 == 1  # no mantissa bits: k == 1 and the exponent field is q + bias
 
@@ -231,6 +256,9 @@ class Outcome(Enum):
     OVERFLOW = "past max: the overflow policy decides"
     UNDERFLOW = "rounded to zero"
     FLUSHED = "below smallest_normal with subnormals off: flushed to zero"
+    NEGATIVE = "negative input to an unsigned format: out of its range, NaN"
+    NO_ZERO = "zero input to a format without zero: NaN"
+    RAISED = "below the smallest value of a format without zero: raised to it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,19 +366,22 @@ def trace(
     """
     fmt = get_format(fmt)
     mode = get_mode(mode)
-    checked = check_bool("subnormals", subnormals)
-    subnormals = fmt.subnormals if checked is None else checked
+    subnormals = resolve_subnormals(fmt, subnormals)
     policy = resolve_overflow(fmt, overflow)
     value = exact_value(x)
     negative = value < 0 if isinstance(value, Fraction) else math.copysign(1.0, value) < 0
     ended = partial(RoundingTrace, fmt, mode, subnormals, policy, negative)
+    if isinstance(value, float) and math.isnan(value):
+        return ended(Outcome.NAN, value)
+    if negative and not fmt.signed and value != 0:
+        return ended(Outcome.NEGATIVE, math.nan if fmt.has_nan else 0.0)
     if isinstance(value, float):
-        if math.isnan(value):
-            return ended(Outcome.NAN, value)
         if math.isinf(value):
             return ended(Outcome.INFINITY, value if fmt.inf else overflow_value(fmt, policy,
                                                                                 negative))
         if value == 0:
+            if not fmt.zero:
+                return ended(Outcome.NO_ZERO, math.nan)
             return ended(Outcome.ZERO, signed_zero(fmt, negative))
 
     exact = Fraction(value)
@@ -362,6 +393,8 @@ def trace(
     f = scaled - k
     rule = mode_rule(mode)
     why = rule.decide(f, negative, code_is_odd(k, q, fmt), u) if f else Why.EXACT
+    if f and not fmt.zero and e == fmt.emin and rule.nearest:
+        why = Why.LOWEST_BINADE_UP
     magnitude = (k + why.up) * Fraction(2) ** q
     rounded = partial(ended, exact=exact, e=e, q=q, k=k, f=f, why=why)
 
@@ -371,6 +404,8 @@ def trace(
         return rounded(Outcome.OVERFLOW, overflow_value(fmt, policy, negative))
     if magnitude == 0:
         return rounded(Outcome.UNDERFLOW, signed_zero(fmt, negative))
+    if not fmt.zero and magnitude < Fraction(2) ** fmt.emin:
+        return rounded(Outcome.RAISED, fmt.smallest_normal)
     if not subnormals and magnitude < Fraction(2) ** fmt.emin:
         return rounded(Outcome.FLUSHED, signed_zero(fmt, negative))
     return rounded(Outcome.IN_RANGE, float(-magnitude if negative else magnitude))

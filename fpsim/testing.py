@@ -42,12 +42,16 @@ from fpsim.formats import Format
 
 __all__ = [
     "DETERMINISTIC_MODES", "FINITE", "INF", "NAN", "SCALER_EVENTS", "SMALL_CATALOG",
+    "SYMMETRIC_CATALOG",
     "EventStream", "catalog_formats", "custom_formats", "finite_values", "float32_arrays",
     "float32s", "formats", "gradient_arrays", "make_event_stream", "modes",
     "power_of_two_scales", "scaler_event_streams", "scaler_events", "value_arrays", "values_of",
 ]
 
 SMALL_CATALOG = [f for f in fpsim.CATALOG if f.bits <= 16]
+# formats symmetric about zero: the laws the shared strategies serve (negation, spacing around
+# zero) hold for them; unsigned and zero-less formats (E8M0FNU, unsigned P3109) have their own
+SYMMETRIC_CATALOG = [f for f in fpsim.CATALOG if f.signed and f.zero]
 DETERMINISTIC_MODES = [m for m in fpsim.MODE_NAMES if m != "stochastic"]
 
 FINITE, INF, NAN = "finite", "inf", "nan"
@@ -74,14 +78,14 @@ def custom_formats(draw: st.DrawFn) -> Format:
 
 
 def catalog_formats(max_bits: int | None = None) -> st.SearchStrategy[Format]:
-    """A named catalog format (FP32, FP16, BF16, the fp8 and fp6/fp4 formats...), at most
-    ``max_bits`` wide if given."""
-    return st.sampled_from([f for f in fpsim.CATALOG if max_bits is None or f.bits <= max_bits])
+    """A named catalog format symmetric about zero (FP32, FP16, BF16, the fp8, fp6/fp4 and
+    signed P3109 formats...), at most ``max_bits`` wide if given."""
+    return st.sampled_from([f for f in SYMMETRIC_CATALOG if max_bits is None or f.bits <= max_bits])
 
 
 def formats(custom: bool = True) -> st.SearchStrategy[Format]:
-    """A catalog format (or, with custom=True, sometimes a random custom one)."""
-    catalog = st.sampled_from(list(fpsim.CATALOG))
+    """A symmetric catalog format (or, with custom=True, sometimes a random custom one)."""
+    catalog = st.sampled_from(SYMMETRIC_CATALOG)
     return st.one_of(catalog, custom_formats()) if custom else catalog
 
 
@@ -98,7 +102,8 @@ def float32s(allow_special: bool = False) -> st.SearchStrategy[float]:
 
 def finite_values(fmt: Format) -> st.SearchStrategy[float]:
     """Values exactly representable in fmt (rounded draws; magnitudes across its range)."""
-    return st.floats(-fmt.max, fmt.max, width=32).map(
+    lowest = -fmt.max if fmt.signed else (0.0 if fmt.zero else fmt.smallest_normal)
+    return st.floats(lowest, fmt.max, width=32).map(
         lambda v: float(fpsim.round(np.float32(v), fmt))
     )
 
@@ -108,22 +113,24 @@ def values_of(draw: st.DrawFn, fmt: Format, specials: bool = False) -> float:
     """A value of fmt made from drawn fields (sign, exponent, mantissa): no rounding involved.
 
     Exponent field 0 gives zero and the subnormals m * 2^(emin - M) (zero when the format has
-    subnormals off); field e >= 1 gives (2^M + m) * 2^(e - bias - M). With specials=True,
-    inf and NaN are drawn too where the format has them.
+    subnormals off; a normal in a format without zero); field e >= 1 gives
+    (2^M + m) * 2^(e - bias - M). With specials=True, inf and NaN are drawn too where the
+    format has them.
     """
     if specials:
-        extra = ([np.inf, -np.inf] if fmt.inf else []) + ([np.nan] if fmt.has_nan else [])
+        infs = ([np.inf, -np.inf] if fmt.signed else [np.inf]) if fmt.inf else []
+        extra = infs + ([np.nan] if fmt.has_nan else [])
         if extra and draw(st.integers(0, 9)) == 0:
             return draw(st.sampled_from(extra))
     m_bits = fmt.mantissa_bits
     e = draw(st.integers(0, fmt.max_exponent_field))
     m_top = fmt.max_mantissa_field if e == fmt.max_exponent_field else 2**m_bits - 1
     m = draw(st.integers(0, m_top))
-    if e == 0:
+    if e == 0 and fmt.zero:
         v = m * 2.0 ** (fmt.emin - m_bits) if fmt.subnormals else 0.0
     else:
         v = (2**m_bits + m) * 2.0 ** (e - fmt.bias - m_bits)
-    negative = draw(st.booleans()) and (v != 0 or fmt.has_negative_zero)
+    negative = fmt.signed and draw(st.booleans()) and (v != 0 or fmt.has_negative_zero)
     return -v if negative else v
 
 

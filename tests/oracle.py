@@ -22,16 +22,24 @@ from fpsim import Format, RoundingMode
 def decode(fmt: Format, code: int) -> float:
     """The value of one code, from the fields; NaN for NaN codes."""
     m_bits, e_bits = fmt.mantissa_bits, fmt.exponent_bits
-    sign = -1.0 if code >> (m_bits + e_bits) else 1.0
+    sign = -1.0 if fmt.signed and code >> (m_bits + e_bits) else 1.0
     e = (code >> m_bits) & (2**e_bits - 1)
     m = code & (2**m_bits - 1)
     top = 2**e_bits - 1
+    magnitude = code & (2 ** (m_bits + e_bits) - 1)
     if fmt.nan == "ieee" and e == top:
         return sign * np.inf if m == 0 else np.nan
     if fmt.nan == "fn" and e == top and m == 2**m_bits - 1:
         return np.nan
     if fmt.nan == "fnuz" and code == 1 << (m_bits + e_bits):
         return np.nan
+    # P3109 extended domain: inf is the largest magnitude code that is not NaN
+    if fmt.inf and fmt.nan == "fn" and magnitude == 2 ** (m_bits + e_bits) - 2:
+        return sign * np.inf
+    if fmt.inf and fmt.nan in ("fnuz", "none") and magnitude == 2 ** (m_bits + e_bits) - 1:
+        return sign * np.inf
+    if e == 0 and not fmt.zero:  # exponent-only scale format: field 0 is 2^-bias
+        return float(Fraction(2) ** -fmt.bias)
     if e == 0:
         return sign * float(Fraction(m, 2**m_bits) * Fraction(2) ** (1 - fmt.bias))
     return sign * float(Fraction(2**m_bits + m, 2**m_bits) * Fraction(2) ** (e - fmt.bias))
@@ -40,7 +48,7 @@ def decode(fmt: Format, code: int) -> float:
 @lru_cache(maxsize=64)
 def positive_table(fmt: Format) -> tuple[np.ndarray, np.ndarray]:
     """Sorted non-negative finite values and their mantissa lsb (the 'even' test for ties)."""
-    n_pos = 2 ** (fmt.bits - 1)
+    n_pos = 2 ** (fmt.bits - 1) if fmt.signed else 2**fmt.bits
     vals = np.array([decode(fmt, c) for c in range(n_pos)])
     lsb = np.arange(n_pos) & 1
     keep = np.isfinite(vals)
@@ -123,6 +131,8 @@ def table_round(
     else:
         sat = np.where(neg, -fmt.max, fmt.max)
         out = np.where(np.isinf(x), sat if policy == "saturate" else np.copysign(np.nan, x), out)
+    if not fmt.signed:  # a negative number lies outside an unsigned format
+        out = np.where(neg & (x != 0), np.nan if fmt.has_nan else 0.0, out)
     return out
 
 

@@ -160,7 +160,7 @@ def _all_values(fmt: fpsim.Format) -> np.ndarray:
     v = np.where(e == 0, mm * 2.0 ** (fmt.emin - m), (2**m + mm) * 2.0 ** (e - fmt.bias - m))
     v = v[v <= fmt.max]
     specials = ([np.inf] if fmt.inf else []) + ([np.nan] if fmt.has_nan else [])
-    return np.concatenate([v, -v, specials]).astype(np.float32)
+    return np.concatenate([v, -v if fmt.signed else v[:0], specials]).astype(np.float32)
 
 
 SMALL = [f for f in fpsim.CATALOG if f.bits <= 16 and f.subnormals]

@@ -9,7 +9,7 @@ import pytest
 import fpsim
 from fpsim import Format
 
-ML_DTYPE_FORMATS = [f for f in fpsim.CATALOG if f.name != "tf32"]
+ML_DTYPE_FORMATS = [f for f in fpsim.CATALOG if f.name != "tf32" and f not in fpsim.P3109_FORMATS]
 
 
 def ml_finfo(fmt: Format):
@@ -58,7 +58,11 @@ def test_bias_defaults_to_half_the_exponent_range():
         (dict(exponent_bits=5, mantissa_bits=2.5), "mantissa_bits must be an integer"),
         (dict(exponent_bits=5, mantissa_bits=2, nan="maybe"), "nan must be one of"),
         (dict(exponent_bits=5, mantissa_bits=2, overflow="wrap"), "overflow must be one of"),
-        (dict(exponent_bits=5, mantissa_bits=2, inf=True, nan="fn"), "inf=True goes with"),
+        (dict(exponent_bits=5, mantissa_bits=2, inf=False, nan="ieee"), "nan=.ieee. has inf"),
+        (dict(exponent_bits=5, mantissa_bits=2, signed=False, inf=False, nan="fnuz"),
+         "needs a sign bit"),
+        (dict(exponent_bits=8, mantissa_bits=1, signed=False, zero=False, inf=False, nan="fn",
+              subnormals=False), "zero=False is for exponent-only"),
         (dict(exponent_bits=5, mantissa_bits=2, inf=False, nan="fn", overflow="inf"),
          "needs a format with inf"),
         (dict(exponent_bits=5, mantissa_bits=2, inf=False, nan="none", overflow="nan"),

@@ -16,7 +16,8 @@ from oracle import sample_points
 
 import fpsim
 
-ML_FORMATS = [f for f in fpsim.CATALOG if f.name not in ("tf32", "float32")]
+ML_FORMATS = [f for f in fpsim.CATALOG
+              if f.name not in ("tf32", "float32") and f not in fpsim.P3109_FORMATS]
 
 
 def ml_round_trip(x: np.ndarray, fmt: fpsim.Format) -> np.ndarray:

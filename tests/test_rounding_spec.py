@@ -31,7 +31,8 @@ CUSTOM = [
     Format("e8m7_bias140", 8, 7, bias=140),  # reaches below float32's normal range
     Format("e5m10_saturating", 5, 10, overflow="saturate"),
 ]
-SMALL = SMALL_CATALOG + CUSTOM
+# E8M0FNU rounds by ml_dtypes' rule (its tie goes up), checked in tests/test_e8m0.py instead
+SMALL = [f for f in SMALL_CATALOG if f.zero] + CUSTOM
 
 
 def same(a: np.ndarray, b: np.ndarray) -> np.ndarray:

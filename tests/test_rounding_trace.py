@@ -86,6 +86,8 @@ def test_stochastic_trace_takes_k_plus_1_with_a_draw_below_f_given_as_fraction_o
 def nan_sign_cases() -> list[tuple[fpsim.Format, str | None]]:
     cases: list[tuple[fpsim.Format, str | None]] = []
     for fmt in fpsim.CATALOG:
+        if not fmt.signed:  # negative input to an unsigned format is NaN: tests/test_p3109.py
+            continue
         if fmt.overflow == "nan" or not fmt.inf:
             cases.append((fmt, None))
         if fmt.has_nan and fmt.overflow != "nan" and fmt.inf:

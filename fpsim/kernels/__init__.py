@@ -8,6 +8,7 @@ the carrier, pack the constants and dispatch). One job a module:
   with an event-counting twin for ``fpsim.monitor``;
 - ``fast_f32``: float32 nearest-even in float32 arithmetic, the common case;
 - ``accumulate``: sums and matrix products rounded after every addition;
+- ``mx``: MX block quantization of float32 (amax, shared exponent, elements) for fpsim.mx;
 - ``threads``: runs the range kernels on blocks of a large array in a small thread pool;
 - ``notice``: says so on stderr when a kernel must be compiled (not when loaded from cache).
 

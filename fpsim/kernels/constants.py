@@ -64,6 +64,8 @@ class FormatBits(NamedTuple):
     NO_NEG_ZERO: int
     Q_BITS: int  # the smallest subnormal, 2^q, q = EMIN - M
     HALF_Q_BITS: int  # 2^(q-1) (at least 1: only 0 lies below it in a narrow carrier)
+    UNSIGNED: int  # 1: no negative numbers
+    NEGATIVE_BITS: int  # what a negative non-zero input becomes in an unsigned format: NaN, +0
 
 
 class NearestEvenF32(NamedTuple):

@@ -165,7 +165,10 @@ def _round_bits_overflow(bits, m, stochastic, seed, i, c, f):
         res = sign | (MAX_BITS if toward_zero else f.OVER_BITS)
         if a_in >= INF_BITS:  # NaN stays NaN; inf stays inf if the format has inf, else policy
             res = bits if (a_in > INF_BITS or f.HAS_INF) else sign | f.OVER_BITS
-    return res, r > MAX_BITS
+    outside = f.UNSIGNED and negative and 0 < a_in <= INF_BITS
+    if outside:  # a negative number lies outside an unsigned format: NaN (+0 without NaN)
+        res = f.NEGATIVE_BITS
+    return res, r > MAX_BITS and not outside
 
 
 @njit(inline="always")

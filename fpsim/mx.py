@@ -1,0 +1,421 @@
+"""Block-scaled formats: OCP Microscaling (MX v1.0) and NVFP4, exactly.
+
+A block of consecutive elements along ``axis`` shares one scale; each element is stored in a
+narrow element format and means ``element * scale``.
+
+========== ========== ===== ======================== ==========================================
+name       element    block scale                    element max (emax)
+========== ========== ===== ======================== ==========================================
+mxfp8_e4m3 E4M3FN     32    E8M0FNU (2^-127..2^127)  448 (8)
+mxfp8_e5m2 E5M2       32    E8M0FNU                  57344 (15)
+mxfp6_e3m2 E3M2FN     32    E8M0FNU                  28 (4)
+mxfp6_e2m3 E2M3FN     32    E8M0FNU                  7.5 (2)
+mxfp4_e2m1 E2M1FN     32    E8M0FNU                  6 (2)
+mxint8     int8 / 64  32    E8M0FNU                  127/64 (0)
+nvfp4      E2M1FN     16    E4M3FN, times one fp32   6 (2)
+                            tensor scale
+========== ========== ===== ======================== ==========================================
+
+Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
+
+- MX shared exponent (OCP MX v1.0, section 6.3): ``e = floor(log2(amax)) - emax_elem``, the
+  scale is ``2^e``. ``scale_rounding`` picks the alternatives in use: ``"floor"`` (the spec;
+  the block's largest element can exceed the element max and clip: E4M3 amax 500 -> e = 0,
+  500 -> 448), ``"ceil"`` (the smallest e with ``amax <= max_elem * 2^e``: never clips, may
+  waste a binade), ``"even"`` (amax first rounded to nearest even at the element's precision,
+  then floor: clips less). ``e`` is clamped to E8M0's -127..127.
+- Elements: ``x / 2^e`` rounded in the element format with any fpsim rounding mode
+  (nearest-even by default, stochastic with ``rng``), saturating to +-max in every mode
+  (E5M2 overflow gives 57344, never inf). Flush-to-zero is not applied: subnormal elements
+  are kept, as the spec's element formats have them.
+- Partial blocks: a trailing block shorter than the block size is its own block (its own
+  amax); ``scales`` has the blocked axis shrunk to ``ceil(n / block)``.
+- Specials: a NaN or inf anywhere in a block gives the NaN scale (E8M0 code 0xFF; NVFP4:
+  E4M3 code 0x7F) and the whole block decodes to NaN, as the spec says. The element codes of
+  such a block are 0.
+- All-zero block: scale 2^-127 (E8M0 code 0x00, the smallest), elements zero; any scale would
+  decode them to zero, and this is what the reference implementation (microxcaling) stores.
+  Signs of zero are kept (E4M3's -0 code 0x80), except MXINT8, whose integers have no -0.
+- MXINT8: element code ``c`` (uint8) means ``int8(c) / 64`` (two's complement, 2^-6 steps);
+  rounding saturates symmetrically to +-127/64, so code 0x80 (-2) is never produced, but
+  ``decode`` reads it as -2.
+- NVFP4 (two-level scaling): ``tensor_scale = float32(amax) / (6 * 448)`` over the finite
+  elements of the whole tensor (1.0 when that amax is 0); each block's scale
+  ``amax_b / (6 * tensor_scale)`` is rounded to E4M3FN (nearest even by default;
+  ``scale_rounding`` "ceil" / "floor" round it up / down), saturating at 448; elements are
+  ``x / (block_scale * tensor_scale)`` rounded to E2M1 and saturated. A block scale that
+  rounds to 0 flushes its block to signed zero. Quotients are computed in float64, which
+  for float32 input rounds once correctly (a quotient of 24-bit by 28-bit numbers is never
+  within 2^-53 of an E2M1 or E4M3 midpoint unless on it); float64 input's quotient is first
+  rounded to float64. The dequantized value ``element * block_scale *
+  tensor_scale`` is computed exactly in float64 and rounded once (nearest even) to x's dtype.
+- MX dequantized values ``element * 2^e`` are exact in float32 (they lie within float32's
+  range, on its grid), so quantize returns x's carrier (float32 or float64, other input
+  becomes float64) and ``decode`` returns float32.
+- Codes: ``element_codes`` has x's shape (uint8; fp6 and fp4 codes in the low bits), scale
+  codes are uint8 (E8M0 codes are the biased exponent ``e + 127``).
+
+Monitor: with ``fpsim.monitor()`` active, each call records under its site (default
+``"mx"``) in ``Monitor.blocks``: blocks, elements, elements saturated (scaled magnitude above
+the element max), flushed to zero (non-zero, rounded to 0), and blocks whose scale clipped
+the maximum (the scaled amax exceeds the element max: possible with "floor" and "even").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fpsim import _kernels
+from fpsim._names import unknown_name
+from fpsim.bits import from_bits, to_bits
+from fpsim.catalog import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2, E8M0FNU
+from fpsim.formats import Format
+from fpsim.kernels.mx import SCALE_EMAX, SCALE_EMIN, SCALE_RULES, mx_quantize_f32
+from fpsim.monitor import is_active as monitor_is_active
+from fpsim.monitor import record_blocks
+from fpsim.quantize import as_float_array, nearest_even_f32_constants
+from fpsim.quantize import round as _round
+from fpsim.rounding import RoundingMode, get_mode
+
+# int8 / 64 as a float format: exponent field 0 holds m/64 (m < 64), field 1 holds 1 + m/64,
+# so every value is k/64 for |k| <= 127 (a fixed-point grid with spacing 2^-6)
+INT8_64 = Format("int8_over_64", 1, 6, bias=1, inf=False, nan="none")
+_NVFP4_TENSOR_DIVISOR = 6.0 * 448.0  # E2M1 max times E4M3 max
+
+
+@dataclass(frozen=True)
+class BlockFormat:
+    """A block-scaled format: element format, block size and scale format."""
+
+    name: str
+    element: Format
+    block: int
+    scale: Format
+    integer: bool = False  # element codes are two's complement int8 (MXINT8)
+
+    @property
+    def two_level(self) -> bool:
+        """NVFP4: an E4M3 block scale times one fp32 tensor scale."""
+        return self.scale is E4M3FN
+
+
+BLOCK_FORMATS: dict[str, BlockFormat] = {
+    "mxfp8_e4m3": BlockFormat("mxfp8_e4m3", E4M3FN, 32, E8M0FNU),
+    "mxfp8_e5m2": BlockFormat("mxfp8_e5m2", E5M2, 32, E8M0FNU),
+    "mxfp6_e3m2": BlockFormat("mxfp6_e3m2", E3M2FN, 32, E8M0FNU),
+    "mxfp6_e2m3": BlockFormat("mxfp6_e2m3", E2M3FN, 32, E8M0FNU),
+    "mxfp4_e2m1": BlockFormat("mxfp4_e2m1", E2M1FN, 32, E8M0FNU),
+    "mxint8": BlockFormat("mxint8", INT8_64, 32, E8M0FNU, integer=True),
+    "nvfp4": BlockFormat("nvfp4", E2M1FN, 16, E4M3FN),
+}
+
+
+def get_block_format(fmt: BlockFormat | str) -> BlockFormat:
+    """A BlockFormat by name (see BLOCK_FORMATS); an unknown name lists the known ones."""
+    if isinstance(fmt, BlockFormat):
+        return fmt
+    if isinstance(fmt, str) and fmt.strip().lower() in BLOCK_FORMATS:
+        return BLOCK_FORMATS[fmt.strip().lower()]
+    raise ValueError(unknown_name("block format", fmt, BLOCK_FORMATS, "known block formats"))
+
+
+def _scale_rule(scale_rounding: str | None, bf: BlockFormat) -> str:
+    rule = scale_rounding if scale_rounding is not None else ("even" if bf.two_level else "floor")
+    if rule not in SCALE_RULES:
+        raise ValueError(f"scale_rounding must be one of {SCALE_RULES} (or None for the "
+                         f"format's default), got {scale_rounding!r}")
+    return rule
+
+
+def _check_axis(axis: object, ndim: int) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an integer, got {axis!r}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ValueError(f"axis {axis} is out of range for an array of {ndim} dimension(s)")
+    return int(axis) % max(ndim, 1)
+
+
+# --- the blocked view --------------------------------------------------------------------------
+def _rows(x: np.ndarray, axis: int) -> np.ndarray:
+    """x with ``axis`` moved last, as a C-contiguous 2-D array (rows, n)."""
+    moved = np.moveaxis(np.atleast_1d(x), axis, -1)
+    return np.ascontiguousarray(moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1]))
+
+
+def _unrows(rows: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """Inverse of _rows for an array whose blocked axis has length rows.shape[-1]."""
+    full = shape if shape else (1,)
+    moved = list(full)
+    moved.append(moved.pop(axis))
+    out = np.moveaxis(rows.reshape(moved), -1, axis)
+    return out.reshape(shape) if shape else out.reshape(())
+
+
+def _flat_blocks(a: np.ndarray) -> np.ndarray:
+    """(r, nb, block) -> (r, nb * block)."""
+    return a.reshape(a.shape[0], a.shape[1] * a.shape[2])
+
+
+def _padded(rows: np.ndarray, block: int) -> np.ndarray:
+    """(rows, nb, block) with the trailing partial block padded by zeros (amax unchanged)."""
+    r, n = rows.shape
+    nb = -(-n // block)
+    pad = np.zeros((r, nb * block), dtype=rows.dtype)
+    pad[:, :n] = rows
+    return pad.reshape(r, nb, block)
+
+
+# --- the reference path (numpy; every mode, every format) ------------------------------------
+@dataclass
+class _Blocks:
+    """One quantization, block by block (float64 throughout)."""
+
+    scale: np.ndarray  # (r, nb) scale values (NaN for a NaN block)
+    scale_codes: np.ndarray  # (r, nb) uint8
+    tensor_scale: float  # NVFP4; 1.0 for MX
+    scaled: np.ndarray  # (r, nb, block) x / (scale * tensor_scale)
+    elements: np.ndarray  # (r, nb, block) element values (0 in NaN or zero-scale blocks)
+    values: np.ndarray  # (r, nb, block) dequantized float64
+    amax: np.ndarray  # (r, nb)
+
+
+def _mx_exponent(amax: np.ndarray, rule: str, elem: Format) -> np.ndarray:
+    fr, ex = np.frexp(np.where(np.isfinite(amax) & (amax > 0), amax, 1.0))
+    e = ex.astype(np.int64) - 1 - elem.emax
+    if rule == "ceil":
+        e = e + (amax > elem.max * np.ldexp(1.0, e))
+    elif rule == "even":
+        e = e + (2.0 * fr >= 2.0 - 2.0 ** -(elem.mantissa_bits + 1))
+    e = np.where(amax == 0, SCALE_EMIN, e)
+    return np.clip(e, SCALE_EMIN, SCALE_EMAX)
+
+
+def _quantize_blocks(rows: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,
+                     rng: object) -> _Blocks:
+    blocks = _padded(rows.astype(np.float64), bf.block)
+    amax = np.max(np.abs(blocks), axis=-1)  # NaN if any NaN, inf if any inf
+    bad = ~np.isfinite(amax)
+    tensor_scale = 1.0
+    if bf.two_level:
+        finite = rows[np.isfinite(rows)]
+        t_amax = float(np.max(np.abs(finite))) if finite.size else 0.0
+        if t_amax > 0:
+            tensor_scale = float(np.float32(t_amax) / np.float32(_NVFP4_TENSOR_DIVISOR))
+        target = np.where(bad, 0.0, amax) / (6.0 * tensor_scale)
+        e4m3_mode = {"even": "nearest_even", "ceil": "up", "floor": "down"}[rule]
+        scale = np.asarray(_round(target, E4M3FN, e4m3_mode, overflow="saturate"), np.float64)
+        scale_codes = np.asarray(to_bits(scale, E4M3FN)).astype(np.uint8)
+        divisor = scale * tensor_scale
+    else:
+        e = _mx_exponent(amax, rule, bf.element)
+        scale = np.ldexp(1.0, e)
+        scale_codes = (e + E8M0FNU.bias).astype(np.uint8)
+        divisor = scale
+    live = ~bad & (divisor > 0)
+    scaled = blocks / np.where(live, divisor, 1.0)[..., None]
+    elements = np.asarray(_round(scaled, bf.element, mode, rng=rng, overflow="saturate"))
+    # a zero scale (NVFP4 scale underflow, all-zero block) keeps each element's sign of zero
+    elements = np.where(live[..., None], elements, np.copysign(0.0, np.where(bad[..., None],
+                                                                               1.0, blocks)))
+    if bf.integer:
+        elements = elements + 0.0  # integers have no -0: -0 + 0 = +0
+    values = elements * divisor[..., None]
+    values = np.where(bad[..., None], np.nan, values)
+    scale = np.where(bad, np.nan, scale)
+    scale_codes = np.where(bad, np.uint8(E4M3FN.max_code + 1 if bf.two_level else 0xFF),
+                           scale_codes).astype(np.uint8)
+    return _Blocks(scale, scale_codes, tensor_scale, scaled, elements, values, amax)
+
+
+def _record(site: str, bf: BlockFormat, b: _Blocks, n: int) -> None:
+    live = np.isfinite(b.scale)[..., None]
+    sat = int(np.count_nonzero(live & (np.abs(b.scaled) > bf.element.max)))
+    flushed = int(np.count_nonzero(live & (b.scaled != 0) & (b.elements == 0)))
+    clipped = int(np.count_nonzero(np.isfinite(b.scale) & (np.max(np.abs(b.scaled), axis=-1)
+                                                           > bf.element.max)))
+    record_blocks(site, bf.name, (int(b.scale.size), n, sat, flushed, clipped))
+
+
+def _prepare(x: object, fmt: BlockFormat | str, axis: int
+             ) -> tuple[np.ndarray, BlockFormat, int]:
+    bf = get_block_format(fmt)
+    arr = as_float_array(x)
+    return arr, bf, _check_axis(axis, arr.ndim)
+
+
+# --- the public API --------------------------------------------------------------------------
+def quantize(
+    x: object,
+    fmt: BlockFormat | str,
+    *,
+    axis: int = -1,
+    scale_rounding: str | None = None,
+    mode: str | RoundingMode = "nearest_even",
+    rng: object = None,
+    site: str | None = None,
+) -> np.ndarray:
+    """``x`` block-quantized to ``fmt`` and dequantized, in x's dtype (float32 or float64).
+
+    Blocks run along ``axis``; ``scale_rounding`` is "floor" (the OCP rule, the MX default),
+    "ceil" or "even" (the NVFP4 default); ``mode`` rounds the elements (``rng`` drives
+    "stochastic"). See the module docstring for every rule.
+
+    >>> quantize(np.float32([500.0, 1.0, -3.3]), "mxfp8_e4m3")
+    array([448. ,   1. ,  -3.25], dtype=float32)
+    """
+    arr, bf, ax = _prepare(x, fmt, axis)
+    rule = _scale_rule(scale_rounding, bf)
+    mode = get_mode(mode)
+    rows = _rows(arr, ax)
+    counting = monitor_is_active()
+    p = None
+    if arr.dtype == np.float32 and mode is RoundingMode.NEAREST_EVEN and not bf.two_level:
+        p = nearest_even_f32_constants(bf.element, True, "saturate", finite_input=True)
+    if p is not None:
+        out = np.empty_like(rows)
+        elem = bf.element
+        r, n = rows.shape
+        nblocks = r * -(-n // bf.block)
+        parts = [np.zeros(4, np.int64)] if not rows.size else _kernels.run(
+            mx_quantize_f32, nblocks, (rows.reshape(-1), out.reshape(-1)),
+            (n, bf.block, SCALE_RULES.index(rule), elem.emax, elem.max, elem.mantissa_bits, p,
+             counting), work=rows.size)
+        counts = np.sum(parts, axis=0)
+        if bf.integer:
+            np.add(out, 0.0, out=out)  # integers have no -0: -0 + 0 = +0
+        if counting:
+            record_blocks(site or "mx", bf.name, (nblocks, rows.size, int(counts[1]),
+                                                  int(counts[2]), int(counts[3])))
+    else:
+        b = _quantize_blocks(rows, bf, rule, mode, rng)
+        if counting:
+            _record(site or "mx", bf, b, rows.size)
+        out = _flat_blocks(b.values)[:, :rows.shape[1]].astype(arr.dtype)
+    return _unrows(out, arr.shape, ax)
+
+
+Scales = np.ndarray | tuple[np.ndarray, np.float32]
+
+
+def encode(
+    x: object,
+    fmt: BlockFormat | str,
+    *,
+    axis: int = -1,
+    scale_rounding: str | None = None,
+    mode: str | RoundingMode = "nearest_even",
+    rng: object = None,
+) -> tuple[Scales, np.ndarray]:
+    """``(scales, element_codes)`` of ``x`` in ``fmt`` (NVFP4: ``((block_scale_codes,
+    tensor_scale), element_codes)``); ``decode`` inverts it: ``decode(*encode(x, f), f) ==
+    quantize(x, f)`` for float32 x.
+
+    ``scales`` has x's shape with the blocked axis shrunk to ``ceil(n / block)``; codes are
+    uint8. Arguments as in ``quantize``.
+
+    >>> scales, codes = encode(np.float32([500.0, 1.0, -3.3]), "mxfp8_e4m3")
+    >>> scales, codes
+    (array([127], dtype=uint8), array([126,  56, 197], dtype=uint8))
+    """
+    arr, bf, ax = _prepare(x, fmt, axis)
+    rule = _scale_rule(scale_rounding, bf)
+    rows = _rows(arr, ax)
+    b = _quantize_blocks(rows, bf, rule, get_mode(mode), rng)
+    elements = _flat_blocks(b.elements)[:, :rows.shape[1]]
+    if bf.integer:
+        codes = np.rint(elements * 64).astype(np.int64).astype(np.int8).view(np.uint8)
+    else:
+        codes = np.asarray(to_bits(elements, bf.element)).astype(np.uint8)
+    scale_shape = arr.shape[:ax] + (b.scale.shape[-1],) + arr.shape[ax + 1:] if arr.ndim else ()
+    scale_codes = _unrows(b.scale_codes, scale_shape, ax)
+    element_codes = _unrows(codes, arr.shape, ax)
+    if bf.two_level:
+        return (scale_codes, np.float32(b.tensor_scale)), element_codes
+    return scale_codes, element_codes
+
+
+def decode(
+    scales: Scales, element_codes: object, fmt: BlockFormat | str, *, axis: int = -1
+) -> np.ndarray:
+    """float32 values of ``(scales, element_codes)`` from ``encode`` (NVFP4: scales is
+    ``(block_scale_codes, tensor_scale)``). A NaN scale code makes its whole block NaN."""
+    bf = get_block_format(fmt)
+    tensor_scale = 1.0
+    if bf.two_level:
+        if not (isinstance(scales, tuple) and len(scales) == 2):
+            raise TypeError("nvfp4 scales are a pair (block_scale_codes, tensor_scale), as "
+                            "encode returns them")
+        scales, tensor_scale = np.asarray(scales[0]), float(scales[1])
+    codes = np.asarray(element_codes)
+    if codes.dtype != np.uint8:
+        raise TypeError(f"element_codes must be uint8 codes (as encode returns), got dtype "
+                        f"{codes.dtype}")
+    s = np.asarray(scales)
+    ax = _check_axis(axis, codes.ndim)
+    rows = _rows(codes, ax)
+    nb = -(-rows.shape[1] // bf.block)
+    srows = _rows(s, ax) if s.ndim else s.reshape(1, 1)
+    if srows.shape != (rows.shape[0], nb):
+        raise ValueError(f"scales must have the codes' shape {codes.shape} with axis {ax} "
+                         f"shrunk to {nb} blocks; got shape {s.shape}")
+    if bf.integer:
+        elements = rows.view(np.int8).astype(np.float64) / 64
+    else:
+        elements = np.asarray(from_bits(rows, bf.element), np.float64)
+    scale = np.asarray(from_bits(srows.astype(np.uint8), bf.scale), np.float64) * tensor_scale
+    per_element = np.repeat(scale, bf.block, axis=1)[:, :rows.shape[1]]
+    with np.errstate(invalid="ignore"):
+        values = elements * per_element
+    return _unrows(values.astype(np.float32), codes.shape, ax)
+
+
+def explain(block: object, fmt: BlockFormat | str, *, scale_rounding: str | None = None,
+            mode: str | RoundingMode = "nearest_even") -> str:
+    """One block's quantization as text: amax, the chosen scale, each element before and
+    after, and which saturated or flushed to zero. ``block`` is 1-D, at most one block long
+    (for nvfp4 it is a one-block tensor: its own amax sets the tensor scale).
+
+    >>> print(explain(np.float32([500.0, 1.0, 1e-4]), "mxfp8_e4m3"))  # doctest: +ELLIPSIS
+    mxfp8_e4m3 block of 3 (element float8_e4m3fn, max 448, emax 8; scale float8_e8m0fnu)
+    amax 500 -> shared exponent floor(log2 500) - 8 = 0 (scale_rounding 'floor'): scale 2^0 ...
+    ...
+    """
+    bf = get_block_format(fmt)
+    x = as_float_array(block)
+    if x.ndim != 1 or not 0 < x.size <= bf.block:
+        raise ValueError(f"block must be 1-D with 1..{bf.block} elements for {bf.name}, got "
+                         f"shape {x.shape}")
+    rule = _scale_rule(scale_rounding, bf)
+    b = _quantize_blocks(x.reshape(1, -1), bf, rule, get_mode(mode), 0)
+    elem = bf.element
+    lines = [f"{bf.name} block of {x.size} (element {elem.name}, max {elem.max:g}, emax "
+             f"{elem.emax}; scale {bf.scale.name})"]
+    amax, scale, code = float(b.amax[0, 0]), float(b.scale[0, 0]), int(b.scale_codes[0, 0])
+    if not np.isfinite(scale):
+        lines.append(f"amax {amax:g}: the block holds NaN or inf -> NaN scale (code "
+                     f"0x{code:02x}); every element decodes to NaN")
+    elif bf.two_level:
+        lines.append(f"amax {amax:g}, tensor scale {b.tensor_scale:g}: block scale "
+                     f"{amax:g} / (6 * {b.tensor_scale:g}) -> {scale:g} in E4M3 (code "
+                     f"0x{code:02x}, scale_rounding {rule!r})")
+    else:
+        e = code - E8M0FNU.bias
+        how = ("all zero: the smallest scale" if amax == 0 else
+               f"floor(log2 {amax:g}) - {elem.emax} = {int(np.floor(np.log2(amax))) - elem.emax}"
+               + (f", {rule} rule -> {e}" if rule != "floor" else ""))
+        lines.append(f"amax {amax:g} -> shared exponent {how} (scale_rounding {rule!r}): "
+                     f"scale 2^{e} (E8M0 code 0x{code:02x})")
+    for i in range(x.size):
+        v, s, q, r = (float(x[i]), float(b.scaled[0, 0, i]), float(b.elements[0, 0, i]),
+                      float(b.values[0, 0, i]))
+        note = ""
+        if np.isfinite(scale) and abs(s) > elem.max:
+            note = f"  saturated to +-{elem.max:g}"
+        elif np.isfinite(scale) and s != 0 and q == 0:
+            note = "  flushed to zero"
+        lines.append(f"  [{i:2d}] {v:<14.7g} / scale = {s:<14.7g} -> element {q:<10g} -> "
+                     f"{r:.7g}{note}")
+    return "\n".join(lines)
