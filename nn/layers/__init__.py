@@ -8,7 +8,9 @@ shape, and reads each variable (stored in the variable format, e.g. fp32 master 
 "mixed_float16") through a Cast into the compute format.
 
 The package: ``base`` (Layer, the layer registry, serialize/deserialize), ``initializers``
-(random generator, initializers, activations by name), ``core`` (the layers), ``sequential``.
+(random generator, initializers, activations by name), ``core`` (the layers), ``sequential``,
+``symbolic`` and ``functional`` (Keras's functional API: ``Input``, ``nn.Model(inputs=,
+outputs=)``).
 A new layer registers itself with ``@nn.layers.register``; ``names()`` lists the registered.
 
 >>> with nn.policy_scope("mixed_float16"):
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from nn.layers.base import Layer, deserialize, register, serialize
 from nn.layers.core import Activation, Dense, Dropout, Flatten, ReLU
+from nn.layers.functional import Functional, Input, InputLayer
 from nn.layers.initializers import (
     INITIALIZERS,
     get_activation,
@@ -44,7 +47,8 @@ def names() -> list[str]:
 
 
 __all__ = [
-    "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Layer", "ReLU", "Sequential",
+    "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Functional", "Input",
+    "InputLayer", "Layer", "ReLU", "Sequential",
     "deserialize", "get", "get_activation", "get_initializer", "names", "register", "serialize",
     "set_random_seed",
 ]

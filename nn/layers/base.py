@@ -20,6 +20,7 @@ from nn import checks, sites
 from nn import functions as F
 from nn.autograd import name_scope
 from nn.layers.initializers import get_initializer, global_generator
+from nn.layers.symbolic import is_symbolic, symbolic_call
 from nn.policy import Policy, as_policy, format_name
 from nn.registry import LAYERS
 from nn.tensor import Tensor, Variable
@@ -163,7 +164,10 @@ class Layer:
             self.built = True
 
     def __call__(self, x: Any, training: bool = False) -> Tensor:
-        """Cast ``x`` to the compute format, build on the first call, run ``call``."""
+        """Cast ``x`` to the compute format, build on the first call, run ``call``. On symbolic
+        tensors (``nn.Input``) record the call for a functional model (``nn.layers.symbolic``)."""
+        if is_symbolic(x):
+            return symbolic_call(self, (x,))
         x = self._as_input(x)
         if not self.built:
             if x.ndim < 1:
