@@ -315,11 +315,25 @@ class Model:
         batch of a dataset), batch by batch (32 rows by default), without recording a graph
         (inference mode: Dropout off)."""
         verbose = check_verbose(verbose)
-        source = batch_source(x, None, batch_size, "predict")[0]
-        bar = Progbar(source.steps, verbose)
+        inputs = getattr(self, "inputs", None) or []
+        if len(inputs) > 1:  # several inputs: a list (or dict by input name) of arrays
+            if isinstance(x, dict):
+                x = [x[t.name] for t in inputs]
+            arrays = [np.asarray(v) for v in x]
+            size = batch_size or 32
+            n = len(arrays[0])
+            if any(len(a) != n for a in arrays):
+                raise ValueError(f"predict: the inputs have different numbers of samples: "
+                                 f"{[len(a) for a in arrays]}")
+            batches: Any = (([a[i:i + size] for a in arrays], None) for i in range(0, n, size))
+            steps: int | None = math.ceil(n / size)
+        else:
+            source = batch_source(x, None, batch_size, "predict")[0]
+            batches, steps = source.epoch(0, None), source.steps
+        bar = Progbar(steps, verbose)
         outs = []
         with no_grad():
-            for xb, _ in source.epoch(0, None):
+            for xb, _ in batches:
                 outs.append(self(xb, training=False).data.copy())
                 bar.update(len(outs), {})
         bar.finish(len(outs), {})
