@@ -46,5 +46,12 @@ from nn.model import Model, WeightedLoss  # noqa: E402
 
 __all__ += ["History", "Model", "WeightedLoss", "load_model"]
 
+# --- Keras face: dtypes, mixed_precision, GradientTape ---
+from nn import dtypes, mixed_precision  # noqa: E402
+from nn.dtypes import DType  # noqa: E402
+from nn.gradient_tape import GradientTape  # noqa: E402
+
+__all__ += ["DType", "GradientTape", "dtypes", "mixed_precision"]
+
 # --- version: one home, the fpsim distribution's metadata (it ships nn too) ---
 from fpsim._version import __version__  # noqa: E402

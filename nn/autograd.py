@@ -163,21 +163,29 @@ class Function:
 # --- the backward pass ------------------------------------------------------------------------
 
 
-def _topological_order(root: Tensor) -> list[Tensor]:
-    """Tensors that need a gradient, root first, each before the tensors it was made from."""
+def _topological_order(root: Tensor, watched: frozenset[int] = frozenset()) -> list[Tensor]:
+    """Tensors that need a gradient (or are ``watched`` ids), root first, each before the
+    tensors it was made from.
+
+    An iterative depth-first post-order, a tensor marked when it is expanded (not when it is
+    pushed): a tensor reached along paths of different lengths (``w * w * w``) must come after
+    every tensor made from it, or the gradient arriving by the longer path would be dropped.
+    """
     order: list[Tensor] = []
-    seen: set[int] = {id(root)}
+    expanded: set[int] = set()
     stack: list[tuple[Tensor, bool]] = [(root, False)]
     while stack:
         t, done = stack.pop()
         if done:
             order.append(t)
             continue
+        if id(t) in expanded:
+            continue
+        expanded.add(id(t))
         stack.append((t, True))
         if t._ctx is not None:
             for parent in reversed(t._ctx.inputs):
-                if parent.requires_grad and id(parent) not in seen:
-                    seen.add(id(parent))
+                if (parent.requires_grad or id(parent) in watched) and id(parent) not in expanded:
                     stack.append((parent, False))
     order.reverse()
     return order
@@ -193,17 +201,10 @@ def _accumulate(a: Tensor, b: Tensor, site: str) -> Tensor:
     return Tensor._make(round_array(a.data + b.data, a.fmt, site=site), a.fmt)
 
 
-def backward(root: Tensor, grad: Any = None) -> None:
-    """Fill ``.grad`` of every tensor ``root`` depends on, in reverse topological order.
-
-    Leaves (Variables, user tensors with ``requires_grad``) accumulate gradients across calls;
-    intermediate tensors keep this pass's gradient. ``grad`` defaults to 1 for a one-element
-    root and is rounded to the root's format.
-    """
-    if not root.requires_grad:
-        raise RuntimeError("backward() on a tensor that does not require grad (no graph to run)")
+def _root_gradient(root: Tensor, grad: Any, default_ones: bool) -> Tensor:
+    """The seed gradient of a backward pass, checked and rounded to the root's format."""
     if grad is None:
-        if root.size != 1:
+        if root.size != 1 and not default_ones:
             raise ValueError(
                 f"backward() without a gradient needs a one-element tensor; got shape {root.shape}"
             )
@@ -215,24 +216,25 @@ def backward(root: Tensor, grad: Any = None) -> None:
         if g.shape != root.shape:
             raise ValueError(f"gradient shape {g.shape} does not match tensor shape {root.shape}")
         g = round_array(g.astype(root.data.dtype), root.fmt, site=root.grad_site or sites.GRAD)
-    grads: dict[int, Tensor] = {id(root): Tensor._make(g, root.fmt)}
-    leaf_arrays: set[int] = set()
+    return Tensor._make(g, root.fmt)
+
+
+def _run_backward(root: Tensor, seed: Tensor, on_leaf: Callable[[Tensor, Tensor], None],
+                  on_node: Callable[[Tensor, Tensor], None],
+                  watched: frozenset[int] = frozenset()) -> None:
+    """The backward pass: each tensor's gradient, in reverse topological order, handed to
+    ``on_leaf`` (leaves) or ``on_node`` (op outputs, before their op's backward runs)."""
+    grads: dict[int, Tensor] = {id(root): seed}
     with no_grad():
-        for t in _topological_order(root):
+        for t in _topological_order(root, watched):
             g_t = grads.pop(id(t), None)
             if g_t is None:
                 continue
             ctx, op = t._ctx, t._op
-            if ctx is None or op is None:  # a leaf: accumulate, into an array it owns
-                # (optimizers and GradScaler.unscale_ may update .grad.data in place)
-                if t.grad is not None:
-                    g_t = _accumulate(t.grad, g_t, grad_site(t, None))
-                elif id(g_t.data) in leaf_arrays or not _owns(g_t.data):
-                    g_t = Tensor._make(g_t.data.copy(), g_t.fmt)
-                leaf_arrays.add(id(g_t.data))
-                t.grad = g_t
+            if ctx is None or op is None:
+                on_leaf(t, g_t)
                 continue
-            t.grad = g_t
+            on_node(t, g_t)
             token = _SCOPE.set(ctx.site(sites.GRAD))
             try:
                 in_grads = op.backward(ctx, g_t)
@@ -241,12 +243,67 @@ def backward(root: Tensor, grad: Any = None) -> None:
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
             for i, (parent, pg) in enumerate(zip(ctx.inputs, in_grads, strict=True)):
-                if pg is None or not parent.requires_grad:
+                if pg is None or not (parent.requires_grad or id(parent) in watched):
                     continue
                 site = grad_site(parent, ctx, i, op)
                 pg = fit_gradient(pg, parent, site)
                 key = id(parent)
                 grads[key] = pg if key not in grads else _accumulate(grads[key], pg, site)
+
+
+def backward(root: Tensor, grad: Any = None) -> None:
+    """Fill ``.grad`` of every tensor ``root`` depends on, in reverse topological order.
+
+    Leaves (Variables, user tensors with ``requires_grad``) accumulate gradients across calls;
+    intermediate tensors keep this pass's gradient. ``grad`` defaults to 1 for a one-element
+    root and is rounded to the root's format.
+    """
+    if not root.requires_grad:
+        raise RuntimeError("backward() on a tensor that does not require grad (no graph to run)")
+    leaf_arrays: set[int] = set()
+
+    def on_leaf(t: Tensor, g_t: Tensor) -> None:  # accumulate, into an array the leaf owns
+        # (optimizers and GradScaler.unscale_ may update .grad.data in place)
+        if t.grad is not None:
+            g_t = _accumulate(t.grad, g_t, grad_site(t, None))
+        elif id(g_t.data) in leaf_arrays or not _owns(g_t.data):
+            g_t = Tensor._make(g_t.data.copy(), g_t.fmt)
+        leaf_arrays.add(id(g_t.data))
+        t.grad = g_t
+
+    def on_node(t: Tensor, g_t: Tensor) -> None:
+        t.grad = g_t
+
+    _run_backward(root, _root_gradient(root, grad, default_ones=False), on_leaf, on_node)
+
+
+def gradients(root: Tensor, sources: list[Tensor], grad: Any = None,
+              watched: frozenset[int] = frozenset()) -> list[Tensor | None]:
+    """d(root)/d(source) for each source, as fresh Tensors without history; no ``.grad`` of any
+    tensor is read or written (the engine behind ``nn.GradientTape.gradient``).
+
+    - Each gradient is in its source's format, rounded at the same monitor sites as
+      ``backward``; a source ``root`` does not depend on gets None.
+    - ``grad`` (the seed) defaults to ones of the root's shape: the gradient of ``root.sum()``,
+      as TensorFlow does for a non-scalar target.
+    - ``watched``: ids of tensors to differentiate through even if ``requires_grad`` is False.
+    """
+    wanted = {id(s): i for i, s in enumerate(sources)}
+    found: list[Tensor | None] = [None] * len(sources)
+    if not (root.requires_grad or id(root) in watched):
+        return found
+
+    def keep(t: Tensor, g_t: Tensor) -> None:
+        i = wanted.get(id(t))
+        if i is not None:
+            found[i] = Tensor._make(g_t.data.copy(), g_t.fmt)
+
+    _run_backward(root, _root_gradient(root, grad, default_ones=True), keep, keep, watched)
+    for i, s in enumerate(sources):  # a source listed twice gets the gradient twice
+        if found[i] is None and id(s) in wanted and wanted[id(s)] != i:
+            first = found[wanted[id(s)]]
+            found[i] = None if first is None else Tensor._make(first.data.copy(), first.fmt)
+    return found
 
 
 def _owns(a: np.ndarray) -> bool:

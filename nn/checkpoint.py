@@ -288,7 +288,8 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
     scaler = None
     if ls is not None:
         scaler = LossScaleOptimizer(inner, initial_scale=ls["initial_scale"],
-                                    dynamic_growth_steps=ls["dynamic_growth_steps"],
+                                    dynamic_growth_steps=ls["dynamic_growth_steps"]
+                                    if ls["dynamic"] else None,
                                     dynamic=_flag("loss_scale.dynamic", ls["dynamic"]))
         scaler.load_state_dict({"loss_scale": ls["scale"],
                                 "dynamic_counter": _count("loss_scale.counter", ls["counter"]),

@@ -196,10 +196,17 @@ class LossScaleOptimizer:
     Usage (the tf.keras custom training loop)::
 
         opt = LossScaleOptimizer(Adam())
-        scaled = opt.get_scaled_loss(loss)          # loss * scale
-        scaled.backward()
-        grads = opt.get_unscaled_gradients([v.grad for v in variables])
-        opt.apply_gradients(zip(grads, variables))
+        with nn.GradientTape() as tape:
+            loss = loss_fn(y, model(x))
+            scaled_loss = opt.get_scaled_loss(loss)               # loss * scale
+        scaled_grads = tape.gradient(scaled_loss, model.trainable_variables)
+        grads = opt.get_unscaled_gradients(scaled_grads)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+
+    The tape returns fresh gradients and leaves ``.grad`` alone, so nothing carries over from one
+    step to the next. ``apply_gradients`` consumes what it is given: afterwards ``.grad`` of
+    every variable it was handed is None (applied or skipped), so even the PyTorch-style spelling
+    (``scaled_loss.backward()``, gradients from ``v.grad``) cannot accumulate across steps.
 
     Rules (dynamic=True):
 
@@ -214,12 +221,13 @@ class LossScaleOptimizer:
       float32 value is finite; the counter resets either way.
 
     With ``dynamic=False`` the scale stays ``initial_scale`` and every update is applied, finite
-    or not (tf.keras's fixed loss scale). ``scale_loss`` is Keras 3's name for
+    or not (tf.keras's fixed loss scale); ``dynamic_growth_steps`` is then None, and passing one
+    raises, as in tf.keras. ``scale_loss`` is Keras 3's name for
     ``get_scaled_loss``; ``apply_gradients`` still expects unscaled gradients.
     """
 
     def __init__(self, inner_optimizer: Optimizer, initial_scale: float = 2.0**15,
-                 dynamic_growth_steps: int = 2000, dynamic: bool = True) -> None:
+                 dynamic_growth_steps: int | None = None, dynamic: bool = True) -> None:
         if isinstance(inner_optimizer, LossScaleOptimizer):
             raise TypeError("LossScaleOptimizer cannot wrap another LossScaleOptimizer")
         if not isinstance(inner_optimizer, Optimizer):
@@ -233,11 +241,16 @@ class LossScaleOptimizer:
         if not np.isfinite(reciprocal):  # get_unscaled_gradients would multiply by inf
             raise ValueError(f"initial_scale must have a finite float32 reciprocal (at least "
                              f"2^-127), got {initial_scale!r}")
-        self.dynamic_growth_steps = count("dynamic_growth_steps", dynamic_growth_steps, minimum=1)
+        self.dynamic_growth_steps: int | None = None
         self._state: DynamicLossScale | None = None
         if self.dynamic:
+            steps = 2000 if dynamic_growth_steps is None else dynamic_growth_steps
+            self.dynamic_growth_steps = count("dynamic_growth_steps", steps, minimum=1)
             self._state = DynamicLossScale(initial_scale, self.dynamic_growth_steps,
                                            growth_factor=2.0, backoff_factor=0.5, min_scale=1.0)
+        elif dynamic_growth_steps is not None:
+            raise ValueError(f"dynamic_growth_steps must be None when dynamic=False (a fixed "
+                             f"scale never grows), got {dynamic_growth_steps!r}")
         self.skipped_steps = 0
         self.last_step_skipped = False
 
@@ -305,9 +318,12 @@ class LossScaleOptimizer:
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> bool:
         """Apply unscaled gradients unless one is non-finite; returns True if applied.
 
-        Invalid input (shapes, no gradients at all) raises before the scale changes.
+        Invalid input (shapes, no gradients at all) raises before the scale changes. Afterwards
+        ``.grad`` of every variable given is None: the gradients are consumed (TF has no
+        ``.grad``), so a loop that reads ``v.grad`` cannot carry them into the next step.
         """
-        prepared = self.inner_optimizer._prepare(grads_and_vars)
+        pairs = list(grads_and_vars)
+        prepared = self.inner_optimizer._prepare(pairs)
         apply = True
         if self._state is not None:
             apply = self._state.update(_all_finite(g for g, _ in prepared))
@@ -317,6 +333,9 @@ class LossScaleOptimizer:
         else:
             self.skipped_steps += 1
             self.inner_optimizer.iterations += 1  # tf.keras counts the skipped step
+        for pair in pairs:
+            if hasattr(pair[1], "grad"):
+                pair[1].grad = None
         return apply
 
     # ---- config and checkpoints --------------------------------------------------------------

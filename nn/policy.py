@@ -112,6 +112,11 @@ class Policy:
     >>> p = Policy("mixed_float16")
     >>> p.compute_format.name, p.variable_format.name
     ('float16', 'float32')
+    >>> p.compute_dtype, p.variable_dtype
+    ('float16', 'float32')
+
+    ``compute_dtype``/``variable_dtype`` are Keras's strings; ``compute_format``/
+    ``variable_format`` the fpsim Format objects (None for "float64").
 
     Unknown names raise ``ValueError`` listing the valid forms.
     """
@@ -141,6 +146,16 @@ class Policy:
     def variable_format(self) -> Format | None:
         """The format variables (master weights) are stored and updated in."""
         return self._variable
+
+    @property
+    def compute_dtype(self) -> str:
+        """Keras's string for the compute format: "float16", "bfloat16", "float32", ..."""
+        return format_name(self._compute)
+
+    @property
+    def variable_dtype(self) -> str:
+        """Keras's string for the variable format ("float32" under the mixed policies)."""
+        return format_name(self._variable)
 
     @property
     def is_mixed(self) -> bool:
@@ -219,6 +234,11 @@ def set_global_policy(policy: Policy | str | None) -> None:
 def policy_scope(policy: Policy | str) -> Iterator[Policy]:
     """Use ``policy`` as the global policy inside a ``with`` block, in this thread (or asyncio
     task) only, and restore the previous one afterwards.
+
+    Like ``set_global_policy``, it decides the policy of the layers *created* inside the block;
+    a layer created before keeps its own policy, so calling an existing model inside the block
+    computes exactly as outside it. To run an existing model's matmuls in fp16 or bf16 (PyTorch's
+    ``torch.autocast``), use ``nn.autocast``; to change a model's precision, rebuild it.
 
     >>> with policy_scope("mixed_float16") as p:
     ...     p.compute_format.name

@@ -16,6 +16,7 @@ import numpy as np
 
 from fpsim import FP32, Format
 from nn import sites
+from nn.dtypes import DType
 from nn.policy import (
     FormatLike,
     carrier_dtype,
@@ -136,8 +137,17 @@ class Tensor:
         return self.data.size
 
     @property
-    def dtype(self) -> np.dtype:
-        """The carrier dtype (float32, or float64 for the float64 policy)."""
+    def dtype(self) -> DType:
+        """The emulated format, as a dtype: ``x.dtype.name == "float16"``, ``x.dtype == "fp16"``
+        (see ``nn.dtypes.DType``). A Variable reports its variable format (float32 master
+        weights under the mixed policies, as in Keras). The numpy array's own dtype is
+        ``carrier_dtype``."""
+        return DType.of(self.fmt)
+
+    @property
+    def carrier_dtype(self) -> np.dtype:
+        """The numpy dtype of ``data`` that carries the values: float32 (float64 under the
+        "float64" policy), whatever the format."""
         return self.data.dtype
 
     @property
@@ -149,7 +159,29 @@ class Tensor:
         return self.data.copy()
 
     def item(self) -> float:
-        return float(self.data.reshape(-1)[0]) if self.size == 1 else float(self.data.item())
+        """The value of a one-element tensor as a Python float (ValueError otherwise)."""
+        if self.size != 1:
+            raise ValueError(f"only one-element tensors can be converted to Python scalars; "
+                             f"this one has shape {self.shape} (use .numpy() for the array)")
+        return float(self.data.reshape(-1)[0])
+
+    def __float__(self) -> float:
+        """``float(t)`` for a one-element tensor, as numpy and PyTorch allow (``item()``)."""
+        return self.item()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """``np.asarray(t)``: the values in the carrier dtype (the ``data`` array itself unless
+        ``copy=True`` or another ``dtype`` is asked for, as ``np.asarray`` on an array does)."""
+        if dtype is None or np.dtype(dtype) == self.data.dtype:
+            return self.data.copy() if copy else self.data
+        if copy is False:
+            raise ValueError(f"np.asarray(tensor, dtype={dtype}, copy=False): converting the "
+                             f"{self.data.dtype} carrier to {np.dtype(dtype)} needs a copy")
+        return self.data.astype(dtype)
+
+    def __format__(self, spec: str) -> str:
+        """``f"{t:.4f}"`` formats a one-element tensor's value (an empty spec gives ``str``)."""
+        return format(self.item(), spec) if spec else str(self)
 
     def __len__(self) -> int:
         return len(self.data)

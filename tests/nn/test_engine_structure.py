@@ -2,7 +2,7 @@
 
 Layers, lowest first (each module imports only from layers below it):
 
-    fpsim  ->  nn.sites, nn.policy  ->  nn.rounding  ->  nn.tensor  ->  nn.autograd
+    fpsim  ->  nn.sites, nn.policy  ->  nn.rounding, nn.dtypes  ->  nn.tensor  ->  nn.autograd
            ->  nn.functions.*  (which register Tensor's operators)  ->  layers, model, ...
 """
 
@@ -22,7 +22,7 @@ from nn import tensor
 ROOT = Path(nn.__file__).resolve().parent
 ENGINE_LAYERS = [
     {"nn.sites", "nn.policy", "nn._kernels"},
-    {"nn.rounding"},
+    {"nn.rounding", "nn.dtypes"},
     {"nn.tensor"},
     {"nn.autograd"},
     {"nn.functions._common", "nn.functions.activations", "nn.functions.cast",

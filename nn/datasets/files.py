@@ -1,4 +1,4 @@
-"""Datasets: scikit-learn's bundled 8x8 digits, MNIST from files a user has, and batching.
+"""Data files: scikit-learn's bundled 8x8 digits and MNIST from files a user has.
 
 Both loaders return ``(x_train, y_train), (x_test, y_test)`` like ``keras.datasets``, with
 float32 pixels scaled to [0, 1] (integer pixels divided by their maximum code: 16 for digits,
@@ -12,7 +12,6 @@ import gzip
 import os
 import zipfile
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +114,12 @@ def _load_mnist_arrays(path: Path) -> dict[str, np.ndarray]:
         return {key: read_idx(_find_idx(path, stem)) for key, stem in _MNIST_FILES.items()}
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such MNIST directory or .npz file")
+    return read_mnist_npz(path)
+
+
+def read_mnist_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays ``x_train``, ``y_train``, ``x_test``, ``y_test`` of an npz (Keras's
+    mnist.npz layout), as stored; ValueError naming the file if it is unreadable or lacks one."""
     try:
         npz = np.load(path, allow_pickle=False)
         if not isinstance(npz, np.lib.npyio.NpzFile):
@@ -154,7 +159,7 @@ def _labels(y: np.ndarray, name: str, n: int) -> np.ndarray:
 def load_mnist(path: str | os.PathLike, *, flatten: bool = True) -> Split:
     """MNIST (or Fashion-MNIST) from files you have; nothing is downloaded.
 
-    ``path`` is either
+    ``path`` (``~`` is expanded) is either
 
     - a directory holding the four IDX files ``train-images-idx3-ubyte``,
       ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``
@@ -165,35 +170,9 @@ def load_mnist(path: str | os.PathLike, *, flatten: bool = True) -> Split:
     ``flatten=True`` gives (n, 784). Missing files raise FileNotFoundError; corrupt ones or
     mismatched image/label counts raise ValueError naming the file.
     """
-    arrays = _load_mnist_arrays(Path(path))
+    arrays = _load_mnist_arrays(Path(path).expanduser())
     x_train = _images(arrays["x_train"], "x_train", flatten)
     x_test = _images(arrays["x_test"], "x_test", flatten)
     y_train = _labels(arrays["y_train"], "y_train", len(x_train))
     y_test = _labels(arrays["y_test"], "y_test", len(x_test))
     return (x_train, y_train), (x_test, y_test)
-
-
-# ---- batching ---------------------------------------------------------------------------------
-
-def batches(x: np.ndarray, y: np.ndarray, batch_size: int = 32, shuffle: bool = True,
-            seed: int | np.random.Generator | None = None
-            ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Yield ``(x_batch, y_batch)`` pairs covering every sample once; the last may be smaller.
-
-    With ``shuffle=True`` the order is a permutation drawn from
-    ``numpy.random.default_rng(seed)``, so a fixed seed gives the same batches every time.
-    """
-    x, y = np.asarray(x), np.asarray(y)
-    if len(x) != len(y):
-        raise ValueError(f"x and y must have the same number of samples, got {len(x)} and "
-                         f"{len(y)}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    order = np.random.default_rng(seed).permutation(len(x)) if shuffle else None
-    for start in range(0, len(x), int(batch_size)):
-        if order is None:
-            yield x[start:start + batch_size], y[start:start + batch_size]
-        else:
-            idx = order[start:start + batch_size]
-            yield x[idx], y[idx]
