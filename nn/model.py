@@ -159,7 +159,7 @@ class Model:
             self.optimizer = nn_optimizers.get(optimizer)
             self._loss_scale_key = "none"
         self.loss = nn_losses.get(loss)
-        if isinstance(metrics, (str, nn_metrics.Accuracy)):
+        if isinstance(metrics, (str, nn_metrics.Metric)):
             metrics = [metrics]
         self.metrics = [nn_metrics.get(m) for m in (metrics or [])]
         self._epochs_trained = 0

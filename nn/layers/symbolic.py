@@ -26,38 +26,11 @@ import numpy as np
 
 import fpsim
 from nn.autograd import no_grad
-from nn.policy import carrier_dtype, format_name
+from nn.dtypes import DType
+from nn.policy import carrier_dtype
 from nn.tensor import Tensor
 
 CALL_STYLES = ("input", "tensor", "list", "args")
-
-
-class FormatDType:
-    """The emulated format of a symbolic tensor, under Keras's dtype spelling: ``.name`` is the
-    format name (``"float16"``), ``str()`` gives it, and it compares equal to that name and to
-    the Format itself."""
-
-    def __init__(self, fmt: fpsim.Format | None) -> None:
-        self.fmt = fmt
-        self.name = format_name(fmt)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, FormatDType):
-            return self.fmt == other.fmt
-        if isinstance(other, str):
-            return self.name == other
-        if isinstance(other, fpsim.Format):
-            return self.fmt == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.name)
-
-    def __str__(self) -> str:
-        return self.name
-
-    def __repr__(self) -> str:
-        return f"DType({self.name!r})"
 
 
 class Node:
@@ -99,9 +72,10 @@ class SymbolicTensor:
         self.name = name
 
     @property
-    def dtype(self) -> FormatDType:
-        """The emulated format the values will lie in (``.name`` e.g. ``"float16"``)."""
-        return FormatDType(self.fmt)
+    def dtype(self) -> DType:
+        """The emulated format the values will lie in (``.name`` e.g. ``"float16"``), as a
+        Tensor's ``dtype`` reports it."""
+        return DType.of(self.fmt)
 
     @property
     def ndim(self) -> int:
