@@ -11,6 +11,9 @@ laws of the loss-scale optimizer (with 2000-step growth, the scale after a short
 2^15 halved once per skipped step).
 """
 
+# The guide's own spelling is kept (%-formatting, str.format, zip without strict=): a Keras
+# user's code, ported as written.
+# ruff: noqa: UP031, UP032, B905
 from __future__ import annotations
 
 import contextlib
