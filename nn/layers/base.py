@@ -20,7 +20,7 @@ from nn import checks, sites
 from nn import functions as F
 from nn.autograd import name_scope
 from nn.layers.initializers import get_initializer, global_generator
-from nn.layers.symbolic import is_symbolic, symbolic_call
+from nn.layers.symbolic import route_symbolic_calls
 from nn.policy import Policy, as_policy, format_name
 from nn.registry import LAYERS
 from nn.tensor import Tensor, Variable
@@ -164,10 +164,7 @@ class Layer:
             self.built = True
 
     def __call__(self, x: Any, training: bool = False) -> Tensor:
-        """Cast ``x`` to the compute format, build on the first call, run ``call``. On symbolic
-        tensors (``nn.Input``) record the call for a functional model (``nn.layers.symbolic``)."""
-        if is_symbolic(x):
-            return symbolic_call(self, (x,))
+        """Cast ``x`` to the compute format, build on the first call, run ``call``."""
         x = self._as_input(x)
         if not self.built:
             if x.ndim < 1:
@@ -216,6 +213,13 @@ class Layer:
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} '{self.name}' policy={self.policy.name} "
                 f"compute={format_name(self.compute_format)}>")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        route_symbolic_calls(cls)  # the functional API (nn.Input) for a layer's own __call__
+
+
+route_symbolic_calls(Layer)  # calling a layer on nn.Input records it (nn.layers.symbolic)
 
 
 def serialize(layer: Layer) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import numpy as np
 from nn import functions as F
 from nn.layers.base import Layer, deserialize, register, serialize
 from nn.layers.sequential import check_new_layers
-from nn.layers.symbolic import Node, SymbolicTensor, is_symbolic, symbolic_call
+from nn.layers.symbolic import Node, SymbolicTensor, symbolic_call
 from nn.model import Model
 from nn.policy import Policy, default_tensor_format, format_name, resolve_format
 from nn.tensor import Tensor, Variable
@@ -223,8 +223,6 @@ class Functional(Layer, Model):
         return (results if self._list_outputs else results[0]), kept
 
     def __call__(self, x: Any, training: bool = False) -> Any:
-        if is_symbolic(x):
-            return symbolic_call(self, (x,))
         return self.forward_with_outputs(x, training=training)[0]
 
     # --- configuration ----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nn.layers.base import Layer, deserialize, register, serialize
-from nn.layers.symbolic import SymbolicTensor, is_symbolic, symbolic_call
+from nn.layers.symbolic import SymbolicTensor
 from nn.model import Model, check_build_shape
 from nn.policy import default_tensor_format
 from nn.tensor import Tensor, Variable
@@ -140,8 +140,6 @@ class Sequential(Layer, Model):
         Layer.set_weights(self, weights)
 
     def __call__(self, x: Any, training: bool = False) -> Tensor:
-        if is_symbolic(x):
-            return symbolic_call(self, (x,))  # a model as a layer of a functional model
         if not self.layers:
             raise ValueError(f"Sequential model '{self.name}' has no layers")
         x = self._as_input(x)

@@ -13,13 +13,16 @@ as ``None`` runs with sizes 1 and 2; an output axis whose size follows is ``None
 
 Multi-input layers: a node keeps the list of its input tensors and how they were passed, one
 tensor (``layer(x)``), a list (``layer([a, b])``, e.g. ``Add``) or several arguments
-(``layer(q, v)``, e.g. ``MultiHeadAttention``). ``Layer.__call__`` routes the first two here;
-a layer whose own ``__call__`` takes several tensors starts it with
-``if is_symbolic(args): return symbolic_call(self, args, kwargs)``.
+(``layer(q, v)``, e.g. ``MultiHeadAttention``; other keyword options are kept, tensors must be
+positional). ``route_symbolic_calls`` wraps the ``__call__`` of ``Layer`` and of every subclass
+that defines its own, so any layer called with a symbolic tensor among its positional
+arguments lands in ``symbolic_call``, with no code of its own.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -163,3 +166,20 @@ def symbolic_call(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | No
                       for da, db in zip(a.shape, b.shape, strict=True))
         node.outputs.append(SymbolicTensor(shape, a.fmt, node, i))
     return node.outputs[0] if len(node.outputs) == 1 else list(node.outputs)
+
+
+def route_symbolic_calls(cls: type) -> None:
+    """Make ``cls.__call__`` (if ``cls`` defines one) hand symbolic inputs to
+    ``symbolic_call``; concrete calls go straight to it, unchanged."""
+    call: Callable[..., Any] | None = cls.__dict__.get("__call__")
+    if call is None or getattr(call, "routes_symbolic", False):
+        return
+
+    @functools.wraps(call)
+    def routed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(is_symbolic(a) for a in args):
+            return symbolic_call(self, args, kwargs)
+        return call(self, *args, **kwargs)
+
+    routed.routes_symbolic = True  # type: ignore[attr-defined]
+    setattr(cls, "__call__", routed)  # noqa: B010 (assigning to a method of a class)
