@@ -203,9 +203,10 @@ class Functional(Layer, Model):
             out.append(F.cast(v, t.fmt))
         return out
 
-    def forward_with_outputs(self, x: Any, training: bool = False
+    def forward_with_outputs(self, x: Any, training: bool | None = None
                              ) -> tuple[Any, list[Tensor]]:
-        """The model's output and the output of every non-input layer (for telemetry)."""
+        """The model's output and the output of every non-input layer (for telemetry).
+        ``training=None`` leaves each layer to its own mode (``train()``/``eval()``)."""
         values: dict[int, Tensor] = {}
         for node, t, v in zip(self._nodes, self.inputs, self._feed(x), strict=False):
             node.layer.check_input(v)  # the first nodes are the inputs'
@@ -222,7 +223,7 @@ class Functional(Layer, Model):
         results = [values[id(t)] for t in self.outputs]
         return (results if self._list_outputs else results[0]), kept
 
-    def __call__(self, x: Any, training: bool = False) -> Any:
+    def __call__(self, x: Any, training: bool | None = None) -> Any:
         return self.forward_with_outputs(x, training=training)[0]
 
     # --- configuration ----------------------------------------------------------------------

@@ -50,7 +50,7 @@ class Node:
         self.kwargs = dict(kwargs or {})
         self.outputs: list[SymbolicTensor] = []
 
-    def call(self, values: list[Any], training: bool = False) -> Any:
+    def call(self, values: list[Any], training: bool | None = False) -> Any:
         """Run the layer on concrete ``values`` (one per input) as the node was called."""
         layer = self.layer
         if self.style == "tensor":
