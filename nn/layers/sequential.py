@@ -62,7 +62,7 @@ def _layers_from_args(args: tuple[Any, ...], layers: Iterable[Layer] | None,
             return list(args[0]), args[1]  # Keras: Sequential(layers, name)
         if len(args) == 1:
             return list(args[0]), name
-    elif all(isinstance(a, Layer) for a in args):
+    elif all(isinstance(a, (Layer, SymbolicTensor)) for a in args):
         return list(args), name  # PyTorch: Sequential(a, b, c)
     kinds = ", ".join(type(a).__name__ for a in args)
     raise TypeError(f"Sequential takes a list of layers, Sequential([a, b, c]) (Keras), or the "
@@ -85,14 +85,30 @@ class Sequential(Layer, Model):
         items, name = _layers_from_args(args, layers, name)
         super().__init__(name=name)
         self.layers: list[Layer] = []
+        self._input: SymbolicTensor | None = None
         for layer in items:
             self.add(layer)
 
-    def add(self, layer: Layer) -> None:
-        """Append ``layer`` (checked: a Layer, not already in the model, a name not used)."""
+    def add(self, layer: Layer | SymbolicTensor) -> None:
+        """Append ``layer`` (checked: a Layer, not already in the model, a name not used).
+
+        ``nn.Input(shape=...)`` may come first, as in Keras: every layer is then built as it
+        is added."""
+        if isinstance(layer, SymbolicTensor):
+            if self.layers or self._input is not None:
+                raise ValueError(f"Sequential model '{self.name}': nn.Input can only be its "
+                                 "first element")
+            if layer.node is None or layer.node.style != "input":
+                raise ValueError(f"Sequential model '{self.name}' takes nn.Input(...) first, not "
+                                 "a tensor made by a layer; for a graph of layer calls use "
+                                 "nn.Model(inputs=..., outputs=...)")
+            self._input = layer
+            return
         check_new_layers(self, self.layers, [layer])
         self.layers.append(layer)
         self.built = False
+        if self._input is not None:
+            self._build_from(self._input.shape, self._input.fmt)
 
     def build(self, input_shape: Any = None) -> None:
         """Create every layer's weights for inputs of ``input_shape`` (batch first, may be
@@ -100,7 +116,10 @@ class Sequential(Layer, Model):
         shape = check_build_shape(self, input_shape)
         if not self.layers:
             raise ValueError(f"Sequential model '{self.name}' has no layers to build")
-        x: Any = SymbolicTensor(shape, default_tensor_format())
+        self._build_from(shape, default_tensor_format())
+
+    def _build_from(self, shape: tuple[int | None, ...], fmt: Any) -> None:
+        x: Any = SymbolicTensor(shape, fmt)
         for layer in self.layers:
             x = layer(x)
         self.built = True

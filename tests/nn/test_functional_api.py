@@ -314,6 +314,18 @@ def test_sequential_refuses_a_mix_of_the_two_spellings(args):
         nn.Sequential(*args)
 
 
+def test_an_input_first_in_a_sequential_model_builds_each_layer_as_it_is_added():
+    model = nn.Sequential([nn.Input(shape=(5,)), nn.Dense(3), nn.Dense(2)])
+    assert [w.shape for w in model.get_weights()] == [(5, 3), (3,), (3, 2), (2,)]
+    model.add(nn.Dense(4))
+    assert model.get_weights()[-2].shape == (2, 4)
+    assert "(None, 4)" in model.summary(print_fn=None)
+    with pytest.raises(ValueError, match="nn.Input can only be its first element"):
+        model.add(nn.Input(shape=(4,)))
+    with pytest.raises(ValueError, match="not a tensor made by a layer.*nn.Model"):
+        nn.Sequential([nn.Dense(2)(nn.Input(shape=(3,)))])
+
+
 def test_a_functional_model_can_be_a_layer_of_a_sequential_model():
     inner = _functional(d=4)
     outer = nn.Sequential([nn.Dense(4, name="pre"), inner])
