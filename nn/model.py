@@ -248,7 +248,8 @@ class Model:
           of ``nn.set_random_seed``. So after ``set_weights(initial)`` and ``compile``, a
           second ``fit`` repeats the first bit for bit (unless a layer draws random numbers
           of its own, e.g. Dropout's masks, which continue their stream), and a run resumed
-          from a checkpoint continues as the straight run.
+          from a checkpoint continues as the straight run. A dataset shuffles itself, on its
+          own stream: build it again to repeat a run.
         - ``verbose``: 0 silent; 1 (``"auto"``) ``Epoch k/N`` and a progress bar with the
           time per step and the metrics; 2 ``Epoch k/N`` and one line when the epoch ends
           (stdout, as Keras; the bar adds ``loss_scale`` when training is loss-scaled).
