@@ -128,6 +128,14 @@ class Sequential(Layer, Model):
     def is_built(self) -> bool:
         return bool(self.layers) and all(layer.built for layer in self.layers)
 
+    def get_weights(self) -> list[np.ndarray]:
+        self.require_built("get_weights()")
+        return Layer.get_weights(self)
+
+    def set_weights(self, weights: Iterable[Any]) -> None:
+        self.require_built("set_weights()")
+        Layer.set_weights(self, weights)
+
     @property
     def weights(self) -> list[Variable]:
         return [v for layer in self.layers for v in layer.weights]
@@ -149,14 +157,6 @@ class Sequential(Layer, Model):
                 f"{arr.dtype}; convert it first, e.g. x.astype('float32')"
             )
         return Tensor(arr)
-
-    def get_weights(self) -> list[np.ndarray]:
-        self.require_built("get_weights()")
-        return Layer.get_weights(self)
-
-    def set_weights(self, weights: Iterable[Any]) -> None:
-        self.require_built("set_weights()")
-        Layer.set_weights(self, weights)
 
     def __call__(self, x: Any, training: bool = False) -> Tensor:
         if not self.layers:
