@@ -106,7 +106,7 @@ class Sequential(Layer, Model):
             return
         check_new_layers(self, self.layers, [layer])
         self.layers.append(layer)
-        self.built = False
+        self.built = self.is_built
         if self._input is not None:
             self._build_from(self._input.shape, self._input.fmt)
 
@@ -126,7 +126,11 @@ class Sequential(Layer, Model):
 
     @property
     def is_built(self) -> bool:
-        return bool(self.layers) and all(layer.built for layer in self.layers)
+        """True once every layer that makes its weights from its input's shape (a ``build`` of
+        its own: Dense, ...) has made them; layers without weights (ReLU, ...) and eager ones
+        (nn.Linear) need nothing."""
+        return bool(self.layers) and all(layer.built or type(layer).build is Layer.build
+                                         for layer in self.layers)
 
     def get_weights(self) -> list[np.ndarray]:
         self.require_built("get_weights()")
