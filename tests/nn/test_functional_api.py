@@ -331,3 +331,16 @@ def test_a_functional_model_can_be_a_layer_of_a_sequential_model():
     outer = nn.Sequential([nn.Dense(4, name="pre"), inner])
     x = np.ones((2, 3), np.float32)
     np.testing.assert_array_equal(outer(x).data, inner(outer.layers[0](x)).data)
+
+
+def test_a_functional_model_called_on_a_symbolic_tensor_is_one_node_of_the_outer_graph(tmp_path):
+    inner = _functional(d=4)
+    inputs = nn.Input(shape=(3,), name="outer_in")
+    outputs = inner(nn.Dense(4, name="pre")(inputs))
+    assert outputs.shape == (None, 3) and outputs.dtype == "float32"
+    outer = nn.Model(inputs=inputs, outputs=outputs, name="outer")
+    assert [layer.name for layer in outer.layers] == ["outer_in", "pre", "net"]
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(outer(x).data, inner(outer.layers[1](x)).data)
+    outer.save(tmp_path / "nested.npz")
+    np.testing.assert_array_equal(nn.load_model(tmp_path / "nested.npz")(x).data, outer(x).data)
