@@ -12,6 +12,7 @@ from nn.layers import (
     Dense,
     Dropout,
     Flatten,
+    Input,
     Layer,
     ReLU,
     Sequential,
@@ -21,7 +22,7 @@ from nn.policy import Policy, global_policy, policy_scope, set_global_policy
 from nn.tensor import Tensor, Variable
 
 __all__ = [
-    "Activation", "Dense", "Dropout", "Flatten", "Function", "Layer", "Policy", "ReLU",
+    "Activation", "Dense", "Dropout", "Flatten", "Function", "Input", "Layer", "Policy", "ReLU",
     "Sequential", "Tensor", "Variable", "functions", "global_policy", "is_grad_enabled",
     "layers", "losses", "metrics", "no_grad", "registry", "policy_scope", "set_global_policy",
     "set_random_seed",

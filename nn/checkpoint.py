@@ -121,11 +121,12 @@ def save_model(model: Model, path: str | os.PathLike) -> None:
             "swamped_updates": inner.swamped_updates, "swamped_counts": inner.swamped_counts,
         }
         scaler = model.loss_scale_optimizer
+        config["compile"]["loss_scaled"] = scaler is not None
         if scaler is not None:
             st = scaler.state_dict()
             config["loss_scale"] = {
-                "compiled": isinstance(model.optimizer, LossScaleOptimizer),
-                "key": getattr(model, "_scaler_key", None),
+                "compiled": model._loss_scale_key == "compiled",
+                "key": None if model._loss_scale_key == "compiled" else model._loss_scale_key,
                 "initial_scale": scaler.initial_scale,
                 "dynamic_growth_steps": scaler.dynamic_growth_steps, "dynamic": scaler.dynamic,
                 "scale": st["loss_scale"], "counter": st["dynamic_counter"],
@@ -262,8 +263,8 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
         if name not in layers:
             raise _Bad(f"layer_state names a layer the architecture lacks: {name!r}")
         layers[name].set_state(state)
-    model._epochs_trained = _count("training.epochs_trained",
-                                   config["training"]["epochs_trained"])
+    epochs_trained = _count("training.epochs_trained", config["training"]["epochs_trained"])
+    model._epochs_trained = epochs_trained
 
     comp = config["compile"]
     if comp is None:
@@ -297,11 +298,18 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
                                 "optimizer": inner.state_dict()})
         scaler.last_step_skipped = _flag("loss_scale.last_step_skipped", ls["last_step_skipped"])
     loss = LOSSES.deserialize(comp["loss"])
-    compiled = _flag("loss_scale.compiled", ls["compiled"]) if ls is not None else False
-    model.compile(scaler if scaler is not None and compiled else inner, loss,
-                  metrics=[METRICS.deserialize(m) for m in comp["metrics"]])
-    if scaler is not None and not compiled:
-        model._scaler, model._scaler_key = scaler, ls["key"]
+    model.compile(inner, loss, metrics=[METRICS.deserialize(m) for m in comp["metrics"]])
+    if scaler is not None:
+        compiled = _flag("loss_scale.compiled", ls["compiled"])
+        key = "compiled" if compiled else ls["key"]
+        if not (key in ("compiled", "dynamic") or (isinstance(key, (int, float))
+                                                   and not isinstance(key, bool) and key > 0)):
+            raise _Bad(f"loss_scale.key must be 'dynamic' or a positive number, got {key!r}")
+        model.optimizer, model._loss_scale_key = scaler, key
+    elif not _flag("compile.loss_scaled", comp.get("loss_scaled", model.loss_scale_optimizer
+                                                   is not None)):
+        model.optimizer, model._loss_scale_key = inner, "none"
+    model._epochs_trained = epochs_trained  # compile restarted it
     return model
 
 

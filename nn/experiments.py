@@ -105,7 +105,7 @@ def make_optimizer(name: str, learning_rate: float | None = None) -> nn.optimize
 
 def held_out_scores(model: Model, x_test: Any, y_test: Any) -> dict[str, float]:
     """``{"loss": ..., "accuracy": ...}`` of ``model`` on the test data."""
-    scores = model.evaluate(x_test, y_test, batch_size=256, return_dict=True)
+    scores = model.evaluate(x_test, y_test, batch_size=256, verbose=0, return_dict=True)
     assert isinstance(scores, dict)
     return scores
 
@@ -175,7 +175,7 @@ def warm_up(data: Any) -> float:
         model = story_model(policy, loss_scaling)
         model.fit(x[:BATCH_SIZE], y[:BATCH_SIZE], batch_size=BATCH_SIZE, epochs=1, seed=SEED,
                   verbose=0, loss_scale=None if loss_scaling == "dynamic" else "none")
-        model.evaluate(x_test[:256], y_test[:256], batch_size=256)
+        model.evaluate(x_test[:256], y_test[:256], batch_size=256, verbose=0)
     return time.perf_counter() - start
 
 

@@ -2,14 +2,18 @@
 
 ``Model`` is a mixin over anything that is called on a batch and has ``weights`` and
 ``trainable_variables``; ``nn.Sequential`` is a ``Model`` (write a custom model as
-``class Net(nn.Layer, nn.Model)``).
+``class Net(nn.Layer, nn.Model)``). ``nn.Model(inputs=..., outputs=...)`` makes a functional
+model (``nn.layers.functional.Functional``), as ``keras.Model`` does.
 
-The loop itself and its numerics are in ``nn.training``.
+The loop itself and its numerics are in ``nn.training``; the progress lines in ``nn.progbar``.
 
-Under a "mixed_float16" policy ``fit`` wraps the optimizer in ``nn.LossScaleOptimizer``
-(initial scale 2**15, doubling after 2000 finite steps) as Keras does; ``loss_scale=``
-overrides: None (the policy's default), ``"dynamic"``, a number (a fixed scale) or
-``"none"``/0/False (no scaling).
+Loss scaling, as Keras: ``compile`` under a "mixed_float16" policy wraps the optimizer in a
+dynamic ``nn.LossScaleOptimizer`` (initial scale 2**15, doubling after 2000 finite steps), so
+``model.optimizer`` is the LossScaleOptimizer and ``model.optimizer.inner_optimizer`` the one
+given; under other policies ``model.optimizer`` is the optimizer given. A LossScaleOptimizer
+passed to ``compile`` is used as it is. ``fit(loss_scale=...)`` changes the scaling for that
+call and the later ones (``model.optimizer`` shows the result): ``"dynamic"``, a number (a
+fixed scale) or ``"none"``/0 (no scaling); None keeps what ``compile`` set up.
 """
 
 from __future__ import annotations
@@ -29,16 +33,19 @@ from nn.autograd import no_grad
 from nn.checks import count
 from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
-from nn.policy import format_name
+from nn.progbar import Progbar, check_verbose
 from nn.registry import LOSSES
+from nn.summary import summary_text
 from nn.tensor import Tensor, Variable
 from nn.training import (
-    as_arrays,
+    Batches,
+    batch_source,
     is_mixed_float16,
-    iter_layers,
     serial_numba,
+    shuffle_seed,
     telemetry_sites,
     train_epoch,
+    train_note,
 )
 
 LossScaleArg = float | int | str | None
@@ -72,6 +79,17 @@ class WeightedLoss(nn_losses.Loss):
         return cls(LOSSES.deserialize(config["inner"]), config["weight"])
 
 
+def check_build_shape(model: Any, input_shape: Any) -> tuple[int | None, ...]:
+    """``input_shape`` (batch first, which may be None) as a tuple, else a ValueError naming
+    the model and showing the spelling."""
+    if not (isinstance(input_shape, (tuple, list)) and len(input_shape) >= 2 and all(
+            d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0)
+            for d in input_shape)):
+        raise ValueError(f"build() of model '{model.name}' needs the input shape with the batch "
+                         f"axis first, e.g. model.build((None, 784)); got {input_shape!r}")
+    return tuple(None if d is None else int(d) for d in input_shape)
+
+
 class Model:
     """Training and inference for a callable model with ``weights``/``trainable_variables``.
 
@@ -93,25 +111,58 @@ class Model:
 
         def __call__(self, x: Any, training: bool = False) -> Tensor: ...
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Model:
+        """``nn.Model(inputs=..., outputs=..., name=...)`` is a functional model (Keras)."""
+        if cls is Model and (args or kwargs):
+            from nn.layers.functional import Functional
+
+            return object.__new__(Functional)  # Python then runs Functional.__init__
+        return object.__new__(cls)
+
+    # --- building ---------------------------------------------------------------------------
+    @property
+    def is_built(self) -> bool:
+        """True once every layer has its weights."""
+        return bool(getattr(self, "built", False))
+
+    def require_built(self, what: str) -> None:
+        """Raise a ValueError, saying how to build it, if the model has no weights yet."""
+        if not self.is_built:
+            raise ValueError(
+                f"{what}: model '{self.name}' is not built yet, so it has no weights. Build it "
+                "by calling it on a batch (model(x), or fit), with model.build(input_shape), "
+                "e.g. model.build((None, 784)), or make it from nn.Input: "
+                "nn.Model(inputs=nn.Input(shape=(784,)), outputs=...)")
+
     # --- compile ------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None,
                 metrics: list[Any] | tuple[Any, ...] | None = None) -> Model:
         """Set the optimizer ("sgd", "rmsprop", "adam" or an instance, possibly a
         LossScaleOptimizer), the loss (a name such as "sparse_categorical_crossentropy", a
         ``nn.losses.Loss`` or a callable ``(y_true, y_pred) -> Tensor``) and the metrics
-        (e.g. ``["accuracy"]``). Returns the model, so calls chain."""
+        (e.g. ``["accuracy"]``). Returns the model, so calls chain.
+
+        Under "mixed_float16" the optimizer is wrapped in a dynamic LossScaleOptimizer (see
+        the module docstring). Compiling also restarts the shuffling stream: ``fit`` after
+        ``compile`` shuffles as the first ``fit`` after the previous ``compile`` did.
+        """
         if loss is None:
             raise ValueError("compile() needs a loss, e.g. loss='sparse_categorical_crossentropy'")
+        self._loss_scale_key: Any
         if isinstance(optimizer, LossScaleOptimizer):
             self.optimizer: Any = optimizer
+            self._loss_scale_key = "compiled"
+        elif is_mixed_float16(self):
+            self.optimizer = LossScaleOptimizer(nn_optimizers.get(optimizer))
+            self._loss_scale_key = "dynamic"
         else:
             self.optimizer = nn_optimizers.get(optimizer)
+            self._loss_scale_key = "none"
         self.loss = nn_losses.get(loss)
-        if isinstance(metrics, (str, nn_metrics.Accuracy)):
+        if isinstance(metrics, (str, nn_metrics.Metric)):
             metrics = [metrics]
         self.metrics = [nn_metrics.get(m) for m in (metrics or [])]
-        self._scaler: LossScaleOptimizer | None = None
-        self._scaler_key: Any = None
+        self._epochs_trained = 0
         return self
 
     def _require_compiled(self, what: str) -> None:
@@ -121,12 +172,13 @@ class Model:
 
     @property
     def epochs_trained(self) -> int:
-        """Epochs run by ``fit`` so far (the index the next epoch's shuffle seed uses)."""
+        """Epochs run by ``fit`` since ``compile`` (the position in the shuffling stream; it
+        is saved in checkpoints, so a resumed run shuffles on as the straight run did)."""
         return getattr(self, "_epochs_trained", 0)
 
     @property
     def inner_optimizer(self) -> nn_optimizers.Optimizer:
-        """The optimizer that updates the variables (unwrapped from any loss scaling)."""
+        """The optimizer that updates the variables (``model.optimizer`` unwrapped)."""
         self._require_compiled("inner_optimizer")
         opt = self.optimizer
         return opt.inner_optimizer if isinstance(opt, LossScaleOptimizer) else opt
@@ -138,14 +190,13 @@ class Model:
         The same setting in a later ``fit`` call keeps the same scaler (its scale and counter
         carry on), so training can continue across calls and checkpoints.
         """
-        if isinstance(self.optimizer, LossScaleOptimizer):
-            if loss_scale is not None:
-                raise ValueError("the compiled optimizer is already a LossScaleOptimizer; "
-                                 "leave fit(loss_scale=None) or compile a plain optimizer")
-            return self.optimizer
         if loss_scale is None:
-            key: Any = "dynamic" if is_mixed_float16(self) else "none"
-        elif isinstance(loss_scale, str):
+            return self.loss_scale_optimizer
+        if self._loss_scale_key == "compiled":
+            raise ValueError("the compiled optimizer is already a LossScaleOptimizer; "
+                             "leave fit(loss_scale=None) or compile a plain optimizer")
+        key: Any
+        if isinstance(loss_scale, str):
             key = loss_scale.strip().lower()
             if key not in ("dynamic", "none"):
                 raise ValueError(f"loss_scale must be None, 'dynamic', 'none' or a positive "
@@ -159,186 +210,181 @@ class Model:
         else:
             raise TypeError(f"loss_scale must be None, a string or a number, got "
                             f"{type(loss_scale).__name__}")
-        if key == "none":
-            return None
-        if self._scaler is None or self._scaler_key != key:
-            if key == "dynamic":
-                self._scaler = LossScaleOptimizer(self.optimizer)
+        if key != self._loss_scale_key:
+            inner = self.inner_optimizer
+            if key == "none":
+                self.optimizer = inner
+            elif key == "dynamic":
+                self.optimizer = LossScaleOptimizer(inner)
             else:
-                self._scaler = LossScaleOptimizer(self.optimizer, initial_scale=key,
-                                                  dynamic=False)
-            self._scaler_key = key
-        return self._scaler
+                self.optimizer = LossScaleOptimizer(inner, initial_scale=key, dynamic=False)
+            self._loss_scale_key = key
+        return self.loss_scale_optimizer
 
     @property
     def loss_scale_optimizer(self) -> LossScaleOptimizer | None:
-        """The LossScaleOptimizer the last ``fit`` used, or None."""
-        if isinstance(getattr(self, "optimizer", None), LossScaleOptimizer):
-            return self.optimizer
-        return getattr(self, "_scaler", None)
+        """``model.optimizer`` if it is a LossScaleOptimizer (training is loss-scaled), else
+        None."""
+        opt = getattr(self, "optimizer", None)
+        return opt if isinstance(opt, LossScaleOptimizer) else None
 
-    # --- forward --------------------------------------------------------------------------------
     # --- fit --------------------------------------------------------------------------------------
-    def fit(self, x: Any, y: Any, batch_size: int = 32, epochs: int = 1,
-            validation_split: float = 0.0, validation_data: tuple[Any, Any] | None = None,
-            shuffle: bool = True, seed: int | None = None, verbose: int = 1,
-            loss_scale: LossScaleArg = None, telemetry: bool = True,
+    def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None, epochs: int = 1,
+            verbose: int | str = "auto", callbacks: Any = None, validation_split: float = 0.0,
+            validation_data: Any = None, shuffle: bool = True, initial_epoch: int = 0, *,
+            seed: int | None = None, loss_scale: LossScaleArg = None, telemetry: bool = True,
             allow_nonfinite: bool = False) -> History:
-        """Train for ``epochs`` more epochs; returns a ``History`` (also ``model.history``).
+        """Train epochs ``initial_epoch + 1`` to ``epochs`` (Keras's numbering: ``epochs`` is
+        the index to stop at; ``fit(epochs=5, initial_epoch=2)`` runs 3 epochs, printed as
+        ``Epoch 3/5`` to ``Epoch 5/5``). Returns a ``History`` (also ``model.history``).
 
+        - ``x``, ``y``: arrays (``batch_size`` defaults to 32), or ``x`` a re-iterable dataset
+          of ``(x, y)`` batches (e.g. ``nn.datasets.Dataset``) with ``y=None`` and no
+          ``batch_size``: each epoch iterates it again. An epoch with no batch raises.
         - ``validation_split``: the last fraction of (x, y), taken before shuffling (Keras);
-          ``validation_data=(x_val, y_val)`` takes precedence.
-        - Shuffling: epoch k (counted over every ``fit`` call and checkpoint, see
-          ``epochs_trained``) uses the permutation of ``numpy.random.default_rng([seed, k])``,
-          so a run resumed from a checkpoint with the same seed continues bit-identically.
-          ``seed=None`` draws fresh randomness.
+          ``validation_data=(x_val, y_val)`` (or a dataset) takes precedence.
+        - Shuffling (arrays): the n-th epoch since ``compile`` (``epochs_trained``) uses the
+          permutation of ``numpy.random.default_rng([seed, n])``; ``seed=None`` takes the seed
+          of ``nn.set_random_seed``. So after ``set_weights(initial)`` and ``compile``, a
+          second ``fit`` repeats the first bit for bit (unless a layer draws random numbers
+          of its own, e.g. Dropout's masks, which continue their stream), and a run resumed
+          from a checkpoint continues as the straight run. A dataset shuffles itself, on its
+          own stream: build it again to repeat a run.
+        - ``verbose``: 0 silent; 1 (``"auto"``) ``Epoch k/N`` and a progress bar with the
+          time per step and the metrics; 2 ``Epoch k/N`` and one line when the epoch ends
+          (stdout, as Keras; the bar adds ``loss_scale`` when training is loss-scaled).
         - ``loss_scale``: see the module docstring.
         - ``telemetry``: count gradient underflow/subnormal/overflow per layer with
           ``fpsim.monitor`` during each backward pass and histogram the gradients' exponents
           (costs time: every rounding of the backward pass then goes through fpsim's counting
           kernels).
-        - ``verbose``: 0 silent, 1 a tqdm bar per epoch (loss, metrics, loss scale), 2 a line
-          per epoch.
         - ``allow_nonfinite``: by default a NaN or inf in x, y or the validation data raises
           ValueError naming the array and the first bad index (one would turn every weight
           NaN); True lets it through, for demonstrations of what it does.
         """
         self._require_compiled("fit()")
+        if len(getattr(self, "inputs", [x])) != 1 or len(getattr(self, "outputs", [y])) != 1:
+            raise NotImplementedError("fit() of a model with several inputs or outputs is not "
+                                      "supported yet; call it, or predict(), on a list")
+        if callbacks:
+            raise NotImplementedError("fit(callbacks=...) is not supported; read "
+                                      "model.history (a History) after fit instead")
         if not isinstance(allow_nonfinite, (bool, np.bool_)):
             raise TypeError(f"allow_nonfinite must be True or False, got {allow_nonfinite!r}")
-        finite = not allow_nonfinite
-        x, y = as_arrays(x, y, "fit", finite=finite)
-        batch_size = count("batch_size", batch_size, minimum=1)
+        verbose = check_verbose(verbose)
         epochs = count("epochs", epochs, minimum=1)
-        if not (isinstance(validation_split, (int, float)) and 0 <= validation_split < 1):
-            raise ValueError(f"validation_split must be a number in [0, 1), got "
-                             f"{validation_split!r}")
-        x_val: np.ndarray | None
-        y_val: np.ndarray | None
-        if validation_data is not None:
-            if not (isinstance(validation_data, (tuple, list)) and len(validation_data) == 2):
-                raise ValueError("validation_data must be a pair (x_val, y_val)")
-            x_val, y_val = as_arrays(*validation_data, "fit(validation_data)", finite=finite)
-        elif validation_split > 0:
-            n_val = int(len(x) * validation_split)
-            if n_val == 0 or n_val == len(x):
-                raise ValueError(f"validation_split={validation_split} leaves "
-                                 f"{len(x) - n_val} training and {n_val} validation samples")
-            x, y, x_val, y_val = x[:-n_val], y[:-n_val], x[-n_val:], y[-n_val:]
-        else:
-            x_val = y_val = None
-
+        initial_epoch = count("initial_epoch", initial_epoch)
+        finite = not allow_nonfinite
+        train, val = batch_source(x, y, batch_size, "fit", validation_split=validation_split,
+                                  validation_data=validation_data, shuffle=shuffle,
+                                  finite=finite)
+        seed = shuffle_seed(seed)
         scaler = self._resolve_scaler(loss_scale)
         inner = self.inner_optimizer
         history = History()
-        history.params = {"batch_size": batch_size, "epochs": epochs, "samples": len(x),
-                          "steps": math.ceil(len(x) / batch_size),
+        history.params = {"batch_size": train.batch_size, "epochs": epochs,
+                          "samples": train.samples, "steps": train.steps,
                           "loss_scale": None if scaler is None else
                           ("dynamic" if scaler.dynamic else scaler.loss_scale)}
         self.history = history
         start = time.perf_counter()
-        for _ in range(epochs):
-            epoch = self.epochs_trained
+        for epoch in range(initial_epoch, epochs):
+            if verbose:
+                print(f"Epoch {epoch + 1}/{epochs}", flush=True)
+            bar = Progbar(train.steps, verbose)
             monitor = fpsim.monitor() if telemetry else None
             swamped_before = inner.swamped_updates
             with serial_numba(telemetry):
-                logs = train_epoch(self, x, y, batch_size, epoch, epochs, shuffle, seed,
-                                         verbose, scaler, history, monitor)
+                logs, steps = train_epoch(self, train.epoch(self.epochs_trained, seed), scaler,
+                                          history, monitor, bar)
             if monitor is not None:  # the sites exist once the first step has built the layers
                 history.record_events(monitor.counts, telemetry_sites(self))
             history.swamped_updates.append(inner.swamped_updates - swamped_before)
-            if x_val is not None:
-                val = self.evaluate(x_val, y_val, batch_size=batch_size, return_dict=True)
-                assert isinstance(val, dict)
-                logs.update({f"val_{k}": v for k, v in val.items()})
+            if val is not None:
+                scores = self._evaluate_batches(val)
+                logs.update({f"val_{k}": v for k, v in scores.items()})
             history.record_epoch(epoch, logs)
-            self._epochs_trained = epoch + 1
-            if verbose == 2:
-                print(f"epoch {epoch + 1}: " + ", ".join(f"{k}={v:.4g}" for k, v in logs.items()))
+            self._epochs_trained = self.epochs_trained + 1
+            bar.finish(steps, logs, note=train_note(scaler))
         history.wall_time = time.perf_counter() - start
         return history
 
     # --- evaluate and predict ---------------------------------------------------------------
-    def predict(self, x: Any, batch_size: int = 32, verbose: int = 0) -> np.ndarray:
-        """The model's outputs (in their float32 carrier) for every row of ``x``, batch by batch,
-        without recording a graph (inference mode: Dropout off)."""
-        xa = np.asarray(x.data if isinstance(x, Tensor) else x)
-        if xa.ndim < 1 or len(xa) == 0:
-            raise ValueError(f"predict: x must be a non-empty batch, got shape {xa.shape}")
-        batch_size = count("batch_size", batch_size, minimum=1)
+    def predict(self, x: Any, batch_size: int | None = None, verbose: int | str = "auto"
+                ) -> np.ndarray:
+        """The model's outputs (in their float32 carrier) for every row of ``x`` (or every
+        batch of a dataset), batch by batch (32 rows by default), without recording a graph
+        (inference mode: Dropout off)."""
+        verbose = check_verbose(verbose)
+        inputs = getattr(self, "inputs", None) or []
+        if len(inputs) > 1:  # several inputs: a list (or dict by input name) of arrays
+            if isinstance(x, dict):
+                x = [x[t.name] for t in inputs]
+            arrays = [np.asarray(v) for v in x]
+            size = batch_size or 32
+            n = len(arrays[0])
+            if any(len(a) != n for a in arrays):
+                raise ValueError(f"predict: the inputs have different numbers of samples: "
+                                 f"{[len(a) for a in arrays]}")
+            batches: Any = (([a[i:i + size] for a in arrays], None) for i in range(0, n, size))
+            steps: int | None = math.ceil(n / size)
+        else:
+            source = batch_source(x, None, batch_size, "predict")[0]
+            batches, steps = source.epoch(0, None), source.steps
+        bar = Progbar(steps, verbose)
         outs = []
         with no_grad():
-            for i in range(0, len(xa), batch_size):
-                outs.append(self(xa[i:i + batch_size], training=False).data.copy())
+            for xb, _ in batches:
+                outs.append(self(xb, training=False).data.copy())
+                bar.update(len(outs), {})
+        bar.finish(len(outs), {})
         return np.concatenate(outs, axis=0)
 
-    def evaluate(self, x: Any, y: Any, batch_size: int = 32, verbose: int = 0,
-                 return_dict: bool = False) -> float | list[float] | dict[str, float]:
-        """The loss (sample-weighted mean over batches) and metrics on (x, y), as Keras:
-        a float without metrics, else ``[loss, metric, ...]``, or a dict with
-        ``return_dict=True``."""
+    def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None,
+                 verbose: int | str = "auto", return_dict: bool = False
+                 ) -> float | list[float] | dict[str, float]:
+        """The loss (sample-weighted mean over batches) and metrics on (x, y) or a dataset of
+        (x, y) batches, as Keras: a float without metrics, else ``[loss, metric, ...]``, or a
+        dict with ``return_dict=True``. ``verbose`` 1 or 2 prints its line (stdout)."""
         self._require_compiled("evaluate()")
-        x, y = as_arrays(x, y, "evaluate")
-        batch_size = count("batch_size", batch_size, minimum=1)
-        metrics = [type(m).from_config(m.get_config()) for m in self.metrics]
-        total = 0.0
-        with no_grad():
-            for i in range(0, len(x), batch_size):
-                xb, yb = x[i:i + batch_size], y[i:i + batch_size]
-                pred = self(xb, training=False)
-                total += float(self.loss(yb, pred).item()) * len(xb)
-                for m in metrics:
-                    m.update_state(yb, pred.data)
-        result = {"loss": total / len(x)}
-        result.update({m.name: m.result() for m in metrics})
+        verbose = check_verbose(verbose)
+        source = batch_source(x, y, batch_size, "evaluate")[0]
+        result = self._evaluate_batches(source, Progbar(source.steps, verbose))
         if return_dict:
             return result
-        return result["loss"] if not metrics else list(result.values())
+        return result["loss"] if not self.metrics else list(result.values())
+
+    def _evaluate_batches(self, source: Batches, bar: Progbar | None = None) -> dict[str, float]:
+        metrics = [type(m).from_config(m.get_config()) for m in self.metrics]
+        total, n, steps = 0.0, 0, 0
+        with no_grad():
+            for xb, yb in source.epoch(0, None):
+                pred = self(xb, training=False)
+                total += float(self.loss(yb, pred).item()) * len(xb)
+                n += len(xb)
+                steps += 1
+                for m in metrics:
+                    m.update_state(yb, pred.data)
+                if bar is not None:
+                    bar.update(steps, {"loss": total / n, **{m.name: m.result() for m in metrics}})
+        if n == 0:
+            raise ValueError("evaluate: the data yielded no batches")
+        result = {"loss": total / n}
+        result.update({m.name: m.result() for m in metrics})
+        if bar is not None:
+            bar.finish(steps, result)
+        return result
 
     # --- description ------------------------------------------------------------------------
     def summary(self, print_fn: Callable[[str], Any] | None = print) -> str | None:
         """A table of the layers: name and type, output shape, parameters, compute and variable
         formats. Printed with ``print_fn`` (returning None, as Keras does); with
         ``print_fn=None`` the text is returned instead."""
-        layers: list[Any] = list(iter_layers(self)) if getattr(self, "layers", None) else [self]
-        shapes = self._output_shapes(layers)
-        rows = [("layer (type)", "output shape", "params", "compute", "variables")]
-        total = 0
-        for layer, shape in zip(layers, shapes, strict=True):
-            params = sum(v.size for v in layer.weights)
-            total += params
-            policy = layer.policy
-            rows.append((f"{layer.name} ({type(layer).__name__})", shape, f"{params:,}",
-                         format_name(policy.compute_format), format_name(policy.variable_format)))
-        widths = [max(len(r[i]) for r in rows) for i in range(5)]
-        lines = [f'Model "{getattr(self, "name", type(self).__name__)}"']
-        for k, r in enumerate(rows):
-            lines.append("  ".join(c.ljust(w) if i in (0, 1) else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(r, widths, strict=True))))
-            if k == 0:
-                lines.append("-" * len(lines[-1]))
-        trainable = sum(v.size for v in self.trainable_variables)
-        lines.append(f"total params: {total:,} (trainable: {trainable:,})")
-        text = "\n".join(lines)
+        text = summary_text(self)
         if print_fn is None:
             return text
         print_fn(text)
         return None
-
-    def _output_shapes(self, layers: list[Any]) -> list[str]:
-        """Output shapes as "(None, d)" from a one-sample forward, or "?" before building."""
-        first = layers[0] if layers else None
-        input_dim = getattr(first, "input_dim", None)
-        if not getattr(first, "built", False) or input_dim is None:
-            return ["?" if not getattr(layer, "units", None) else f"(None, {layer.units})"
-                    for layer in layers]
-        shapes = []
-        with no_grad():
-            h: Any = np.zeros((1, input_dim), np.float32)
-            for layer in layers:
-                h = layer(h)
-                shapes.append(str((None, *h.shape[1:])))
-        return shapes
 
     # --- checkpoints ------------------------------------------------------------------------
     def save(self, path: Any) -> None:

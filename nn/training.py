@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 import fpsim
 from nn import sites
+from nn.checks import count
 from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
+from nn.progbar import Progbar
 from nn.tensor import Tensor
 
 
@@ -116,6 +118,9 @@ def serial_numba(enabled: bool) -> Iterator[None]:
 def forward_keeping_outputs(model: Any, x: np.ndarray, training: bool, keep: bool
                             ) -> tuple[Tensor, list[Tensor]]:
     """The model's output and, if ``keep``, each leaf layer's output (for telemetry)."""
+    if keep and hasattr(model, "forward_with_outputs"):  # a graph (functional model)
+        out, outs = model.forward_with_outputs(x, training=training)
+        return out, outs
     if not keep or not getattr(model, "layers", None):
         return model(x, training=training), []
     outs = []
@@ -131,56 +136,47 @@ def telemetry_sites(model: Any) -> dict[str, dict[str, list[str]]]:
     """Monitor site names of each leaf layer's activation and weight gradients."""
     out: dict[str, dict[str, list[str]]] = {}
     for layer in iter_layers(model) if getattr(model, "layers", None) else [model]:
+        if getattr(layer, "is_input_layer", False):
+            continue  # nn.Input: no op, no gradient of its own
         names = [v.name for v in getattr(layer, "trainable_variables", []) if v.name]
         out[layer.name] = sites.layer_sites(layer.name, names)
     return out
 
 
-def train_epoch(model: Any, x: np.ndarray, y: np.ndarray, batch_size: int, epoch: int,
-                 epochs: int, shuffle: bool, seed: int | None, verbose: int,
-                 scaler: LossScaleOptimizer | None, history: History,
-                 monitor: Any) -> dict[str, float]:
-    n = len(x)
-    if shuffle:
-        rng = np.random.default_rng(None if seed is None else [int(seed), epoch])
-        order = rng.permutation(n)
-    else:
-        order = None
+def train_note(scaler: LossScaleOptimizer | None) -> str:
+    """What the progress line adds to Keras's: the loss scale, when there is one."""
+    return "" if scaler is None else f"loss_scale: {scaler.loss_scale:g}"
+
+
+def train_epoch(model: Any, batches: Iterable[tuple[np.ndarray, np.ndarray]],
+                scaler: LossScaleOptimizer | None, history: History, monitor: Any,
+                bar: Progbar) -> tuple[dict[str, float], int]:
+    """One epoch over ``batches``; returns (Keras's logs: loss and metrics, steps run).
+
+    Raises ValueError if the epoch runs no step (an exhausted one-shot iterator)."""
     for m in model.metrics:
         m.reset_state()
     variables = model.trainable_variables
     if not variables and model.weights:
         raise ValueError("the model has no trainable variables")
-    total_loss = 0.0
-    steps = math.ceil(n / batch_size)
-    bar = None
-    if verbose == 1:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=steps, desc=f"epoch {epoch + 1}", unit="step", leave=True,
-                   dynamic_ncols=True)
-    try:
-        for i in range(steps):
-            idx: slice | np.ndarray = slice(i * batch_size, (i + 1) * batch_size)
-            if order is not None:
-                idx = order[idx]
-            xb, yb = x[idx], y[idx]
-            loss_value, skipped, scale = train_step(model, xb, yb, scaler, history, monitor)
-            total_loss += loss_value * len(xb)
-            history.record_step(loss_value, scale, skipped)
-            if bar is not None:
-                post = {"loss": f"{total_loss / min(n, (i + 1) * batch_size):.4f}"}
-                post.update({m.name: f"{m.result():.4f}" for m in model.metrics})
-                if scaler is not None:
-                    post["scale"] = f"{scaler.loss_scale:g}"
-                bar.set_postfix(post, refresh=False)
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-    logs = {"loss": total_loss / n}
+    total_loss, samples, steps = 0.0, 0, 0
+    for xb, yb in batches:
+        loss_value, skipped, scale = train_step(model, xb, yb, scaler, history, monitor)
+        total_loss += loss_value * len(xb)
+        samples += len(xb)
+        steps += 1
+        history.record_step(loss_value, scale, skipped)
+        if bar.interactive and bar.verbose == 1:
+            logs = {"loss": total_loss / samples, **{m.name: m.result() for m in model.metrics}}
+            bar.update(steps, logs, note=train_note(scaler))
+    if steps == 0:
+        raise ValueError(
+            "fit: an epoch ran no steps, the data yielded no batches. A one-shot iterator "
+            "(a generator, nn.datasets.batches(...)) is exhausted after its first epoch: pass "
+            "arrays, or a re-iterable dataset that yields (x, y) batches on every pass")
+    logs = {"loss": total_loss / samples}
     logs.update({m.name: m.result() for m in model.metrics})
-    return logs
+    return logs, steps
 
 
 def train_step(model: Any, xb: np.ndarray, yb: np.ndarray, scaler: LossScaleOptimizer | None,
@@ -236,3 +232,128 @@ def train_step(model: Any, xb: np.ndarray, yb: np.ndarray, scaler: LossScaleOpti
     for v in variables:
         v.zero_grad()
     return float(loss.item()), skipped, scale
+
+
+# --- where the batches come from -----------------------------------------------------------------
+def _is_dataset(x: Any) -> bool:
+    return (not isinstance(x, (np.ndarray, Tensor, list, tuple, str, bytes, dict))
+            and hasattr(x, "__iter__") and not hasattr(x, "__array__"))
+
+
+class Batches:
+    """An epoch's batches: from arrays (sliced; shuffled per epoch) or from a re-iterable
+    dataset of ``(x, y)`` batches (iterated again each epoch; it shuffles itself). With
+    ``inputs_only`` (``predict``) the batches are ``(x, None)`` and a dataset may yield x alone.
+
+    ``samples`` and ``steps`` are None when a dataset does not know its length.
+    """
+
+    def __init__(self, x: Any, y: Any, batch_size: int | None, shuffle: bool, *,
+                 dataset: bool, finite: bool, what: str, inputs_only: bool = False) -> None:
+        self.x, self.y, self.shuffle, self.dataset = x, y, shuffle, dataset
+        self.finite, self.what, self.inputs_only = finite, what, inputs_only
+        self.batch_size = batch_size
+        self.samples: int | None = None
+        self.steps: int | None = None
+        if dataset:
+            length = getattr(x, "__len__", None)
+            self.steps = int(length()) if callable(length) else None
+        else:
+            assert batch_size is not None
+            self.samples = len(x)
+            self.steps = math.ceil(len(x) / batch_size)
+
+    def _dataset_batches(self) -> Iterator[tuple[np.ndarray, Any]]:
+        for item in self.x:
+            pair = isinstance(item, (tuple, list)) and len(item) == 2
+            if self.inputs_only:
+                yield _inputs(item[0] if pair else item, self.what), None
+            elif not pair:
+                raise TypeError(f"{self.what}: a dataset must yield (x, y) batches, got "
+                                f"{type(item).__name__}")
+            else:
+                yield as_arrays(item[0], item[1], self.what, finite=self.finite)
+
+    def epoch(self, index: int, seed: int | None) -> Iterator[tuple[np.ndarray, Any]]:
+        """The batches of the epoch whose shuffle is ``default_rng([seed, index])``."""
+        if self.dataset:
+            yield from self._dataset_batches()
+            return
+        n = len(self.x)
+        order = None
+        if self.shuffle:
+            order = np.random.default_rng([int(seed or 0), index]).permutation(n)
+        assert self.batch_size is not None
+        for i in range(0, n, self.batch_size):
+            idx: slice | np.ndarray = slice(i, i + self.batch_size)
+            if order is not None:
+                idx = order[idx]
+            yield self.x[idx], (None if self.y is None else self.y[idx])
+
+
+def _inputs(x: Any, what: str) -> np.ndarray:
+    xa = np.asarray(x.data if isinstance(x, Tensor) else x)
+    if xa.ndim < 1 or len(xa) == 0:
+        raise ValueError(f"{what}: x must be a non-empty batch, got shape {xa.shape}")
+    return xa
+
+
+def batch_source(x: Any, y: Any, batch_size: int | None, what: str, *,
+                 validation_split: float = 0.0, validation_data: Any = None,
+                 shuffle: bool = False, finite: bool = False
+                 ) -> tuple[Batches, Batches | None]:
+    """The batches and the validation batches (or None) of ``what`` ("fit", "evaluate",
+    "predict": inputs only) on ``x`` and ``y``. Every argument is checked here."""
+    inputs_only = what == "predict"
+    if not isinstance(shuffle, (bool, np.bool_)):
+        raise TypeError(f"shuffle must be True or False, got {shuffle!r}")
+    if not (isinstance(validation_split, (int, float)) and 0 <= validation_split < 1):
+        raise ValueError(f"validation_split must be a number in [0, 1), got "
+                         f"{validation_split!r}")
+    if _is_dataset(x):
+        if y is not None:
+            raise ValueError(f"{what}: y must be None when x is a dataset (it yields (x, y) "
+                             f"batches), got y of type {type(y).__name__}")
+        if batch_size is not None:
+            raise ValueError(f"{what}: batch_size must be None when x is a dataset (the "
+                             f"dataset batches), got batch_size={batch_size!r}")
+        if validation_split:
+            raise ValueError(f"{what}: validation_split needs arrays; with a dataset pass "
+                             "validation_data=")
+        train = Batches(x, None, None, False, dataset=True, finite=finite, what=what,
+                        inputs_only=inputs_only)
+    else:
+        batch_size = 32 if batch_size is None else count("batch_size", batch_size, minimum=1)
+        if inputs_only:
+            return Batches(_inputs(x, what), None, batch_size, False, dataset=False,
+                           finite=False, what=what, inputs_only=True), None
+        if x is None or y is None:
+            raise ValueError(f"{what}: pass x and y arrays, or x a dataset of (x, y) batches")
+        xa, ya = as_arrays(x, y, what, finite=finite)
+        if validation_split > 0 and validation_data is None:
+            n_val = int(len(xa) * validation_split)
+            if n_val == 0 or n_val == len(xa):
+                raise ValueError(f"validation_split={validation_split} leaves "
+                                 f"{len(xa) - n_val} training and {n_val} validation samples")
+            validation_data = (xa[-n_val:], ya[-n_val:])
+            xa, ya = xa[:-n_val], ya[:-n_val]
+        train = Batches(xa, ya, batch_size, shuffle, dataset=False, finite=finite, what=what)
+    if validation_data is None:
+        return train, None
+    val_what = f"{what}(validation_data)"
+    if _is_dataset(validation_data):
+        return train, batch_source(validation_data, None, None, val_what, finite=finite)[0]
+    if not (isinstance(validation_data, (tuple, list)) and len(validation_data) == 2):
+        raise ValueError("validation_data must be a pair (x_val, y_val) or a dataset")
+    x_val, y_val = validation_data
+    return train, batch_source(x_val, y_val, train.batch_size or 32, val_what, finite=finite)[0]
+
+
+def shuffle_seed(seed: Any) -> int:
+    """``fit``'s shuffling seed: ``seed``, or the seed of ``nn.set_random_seed`` (the global
+    generator's entropy, random per process if it was never set)."""
+    if seed is not None:
+        return count("seed", seed)
+    from nn.layers.initializers import global_seed  # nn.layers imports this module
+
+    return global_seed()

@@ -8,7 +8,9 @@ shape, and reads each variable (stored in the variable format, e.g. fp32 master 
 "mixed_float16") through a Cast into the compute format.
 
 The package: ``base`` (Layer, the layer registry, serialize/deserialize), ``initializers``
-(random generator, initializers, activations by name), ``core`` (the layers), ``sequential``.
+(random generator, initializers, activations by name), ``core`` (the layers), ``sequential``,
+``symbolic`` and ``functional`` (Keras's functional API: ``Input``, ``nn.Model(inputs=,
+outputs=)``).
 A new layer registers itself with ``@nn.layers.register``; ``names()`` lists the registered.
 
 >>> with nn.policy_scope("mixed_float16"):
@@ -26,6 +28,7 @@ from nn.layers.blocks import TokenAndPositionEmbedding, TransformerBlock
 from nn.layers.conv import Conv2D, Conv2d
 from nn.layers.core import Activation, Dense, Dropout, Flatten, Linear, ReLU
 from nn.layers.embedding import Embedding
+from nn.layers.functional import Functional, Input, InputLayer
 from nn.layers.initializers import (
     INITIALIZERS,
     get_activation,
@@ -59,8 +62,8 @@ def names() -> list[str]:
 
 
 __all__ = [
-    "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Layer", "Linear", "ReLU",
-    "Sequential",
+    "INITIALIZERS", "Activation", "Dense", "Dropout", "Flatten", "Functional", "Input",
+    "InputLayer", "Layer", "Linear", "ReLU", "Sequential",
     "deserialize", "get", "get_activation", "get_initializer", "names", "register", "serialize",
     "set_random_seed",
     "Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "Conv2d", "Embedding",

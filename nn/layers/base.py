@@ -22,6 +22,7 @@ from nn.autocast import is_autocast_enabled
 from nn.autograd import name_scope
 from nn.layers.initializers import get_initializer, global_generator
 from nn.layers.module import Module
+from nn.layers.symbolic import route_symbolic_calls
 from nn.policy import Policy, as_policy, format_name
 from nn.registry import LAYERS
 from nn.tensor import Tensor, Variable
@@ -244,6 +245,13 @@ class Layer(Module):
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} '{self.name}' policy={self.policy.name} "
                 f"compute={format_name(self.compute_format)}>")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        route_symbolic_calls(cls)  # the functional API (nn.Input) for a layer's own __call__
+
+
+route_symbolic_calls(Layer)  # calling a layer on nn.Input records it (nn.layers.symbolic)
 
 
 def serialize(layer: Layer) -> dict[str, Any]:

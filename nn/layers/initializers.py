@@ -29,6 +29,14 @@ def set_random_seed(seed: int | None) -> None:
     _RNG[0] = np.random.default_rng(seed)
 
 
+def global_seed() -> int:
+    """The seed the global generator was made from (``set_random_seed``'s, or the entropy numpy
+    drew for it); drawing nothing, so it stays the same until the next ``set_random_seed``."""
+    bits = _RNG[0].bit_generator
+    seed_seq = getattr(bits, "seed_seq", None) or getattr(bits, "_seed_seq")  # noqa: B009
+    return int(seed_seq.entropy)
+
+
 def global_generator() -> np.random.Generator:
     """The generator initializers draw from (a throwaway one while a checkpoint loads)."""
     return np.random.default_rng(0) if _RESTORING.get() else _RNG[0]

@@ -25,6 +25,10 @@ EXAMPLES = {
     "ReLU": lambda: nn.ReLU(negative_slope=0.25),
     "Dropout": lambda: nn.Dropout(0.3),  # unseeded: its spawned generator is checkpointed
     "Sequential": lambda: nn.Sequential([nn.Dense(4), nn.ReLU()], name="ex_seq"),
+    # any width: the tests below put them after Dense layers of different sizes
+    "InputLayer": lambda: nn.layers.InputLayer((None,), dtype="bfloat16"),
+    "Functional": lambda: (lambda i: nn.Model(inputs=i, outputs=nn.ReLU(0.5)(i), name="ex_fn"))(
+        nn.Input(shape=(None,), name="ex_in")),
     "WeightedLoss": lambda: nn.WeightedLoss(CE(from_logits=True), 0.5),
     "SparseCategoricalCrossentropy": lambda: CE(from_logits=True, name="my_ce"),
     "Adam": lambda: nn.Adam(0.01, beta_1=0.8),
