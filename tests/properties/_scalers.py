@@ -162,8 +162,9 @@ class GSDriver:
         self.scaler = self._fresh()
 
     def _fresh(self) -> GradScaler:
-        return GradScaler(self.init_scale, self.growth_factor, self.backoff_factor,
-                          self.growth_interval)
+        return GradScaler("cpu", init_scale=self.init_scale, growth_factor=self.growth_factor,
+                          backoff_factor=self.backoff_factor,
+                          growth_interval=self.growth_interval)
 
     def step(self, event: str) -> bool:
         self.scaler.scale(np.float32(1.0))
