@@ -139,12 +139,21 @@ def compare_modes(x: float, fmt: Format | str) -> list[ModeResult]:
     """x rounded to ``fmt`` in every mode of ``fpsim.MODE_NAMES``, in that order."""
     f = get_format(fmt)
     near = neighbourhood(x, f)
+    lo, hi = near.below, near.above
+    # Past max one neighbour is infinite: the stochastic odds use the gap max would have to
+    # the next binade's first value (lo + ulp), as fpsim's kernel does.
+    lo_p = lo if np.isfinite(lo) else hi - near.ulp
+    hi_p = hi if np.isfinite(hi) else lo + near.ulp
+    p_up = (near.x - lo_p) / (hi_p - lo_p) if hi_p != lo_p else 0.0
+    if p_up in (0.0, 1.0):
+        mean = lo if p_up == 0.0 else hi
+    elif np.isfinite(lo) and np.isfinite(hi):
+        mean = lo + p_up * (hi - lo)
+    else:
+        mean = hi if not np.isfinite(hi) else lo  # an infinite neighbour: infinite mean
     out = []
     for mode in MODE_NAMES:
         if mode == "stochastic":
-            gap = near.above - near.below
-            p_up = (near.x - near.below) / gap if gap else 0.0
-            mean = near.below + p_up * gap
             out.append(ModeResult(mode, mean, mean - near.x, p_up))
         else:
             value = float(round_array(near.x, f, mode))
