@@ -95,30 +95,32 @@ def fp16_bits_cases() -> np.ndarray:
     return np.concatenate([np.float32(edges), sweep.astype(np.float32)])
 
 
-class Float32Bits:
-    """The x that ``check_fp16_bits`` hands the answer: a float32 whose only door is
-    ``x.view(np.uint32)``. Arithmetic, comparisons and float()/numpy conversions raise, so an
-    answer that rounds with floating-point operations on x is reported. (Reinterpreting the
-    bits as a float again is possible: that is beyond what a check can forbid.)"""
+class BitsOnly:
+    """The x a bits exercise hands the answer: a float (float32 by default, or float64) whose
+    only door is ``x.view(np.uint32)`` (``np.uint64``). Arithmetic, comparisons and
+    float()/numpy conversions raise, so an answer that computes with floating-point operations
+    on x is reported. (Reinterpreting the bits as a float again is possible: that is beyond
+    what a check can forbid.)"""
 
-    __slots__ = ("_x",)
+    __slots__ = ("_x", "_uint")
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, x: float) -> None:
-        self._x = np.float32(x)
+    def __init__(self, x: float, dtype: type[np.floating] = np.float32) -> None:
+        self._x = dtype(x)
+        self._uint = np.dtype(f"uint{8 * self._x.itemsize}")
 
-    def view(self, dtype: Any) -> np.uint32:
-        if np.dtype(dtype) != np.uint32:
-            raise TypeError(f"x.view({np.dtype(dtype).name}): only x.view(np.uint32) is allowed "
-                            "here (integer operations only)")
-        return self._x.view(np.uint32)
+    def view(self, dtype: Any) -> Any:
+        if np.dtype(dtype) != self._uint:
+            raise TypeError(f"x.view({np.dtype(dtype).name}): only x.view(np.{self._uint.name}) "
+                            "is allowed here (integer operations only)")
+        return self._x.view(self._uint)
 
     def __repr__(self) -> str:
-        return f"Float32Bits({float(self._x)!r}, bits {_float32_hex(self._x)})"
+        return f"BitsOnly({float(self._x)!r}, {self._x.dtype.name})"
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("integer operations only: x allows x.view(np.uint32) and nothing else "
-                        "(no arithmetic, comparison, float(x) or np.float32(x))")
+        raise TypeError(f"integer operations only: x allows x.view(np.{self._uint.name}) and "
+                        "nothing else (no arithmetic, comparison, float(x) or np.float32(x))")
 
     __float__ = __int__ = __index__ = __bool__ = __array__ = __abs__ = __neg__ = _refuse
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
@@ -147,13 +149,13 @@ def _fp16_hint(x: np.float32, got: int, want: int) -> str:
 
 def check_fp16_bits(fp16_bits: Callable[[np.float32], int]) -> bool:
     """``fp16_bits(x)`` must return the fp16 code (an int in 0..0xFFFF) of float32 x rounded to
-    nearest, ties to even. x arrives as a ``Float32Bits``: only ``x.view(np.uint32)`` works."""
+    nearest, ties to even. x arrives as a ``BitsOnly`` float32: only ``x.view(np.uint32)`` works."""
     name = "check_fp16_bits"
     cases = fp16_bits_cases()
     expected = fpsim.to_bits(fpsim.round(cases, FP16), FP16).astype(int)
     failures = []
     for x, want in zip(cases, expected, strict=True):
-        got, error = _call(fp16_bits, Float32Bits(x))
+        got, error = _call(fp16_bits, BitsOnly(x))
         case = f"x = {float(x)!r} (float32 bits {_float32_hex(x)})"
         want_text = f"0x{want:04X} ({float(fpsim.from_bits(want, FP16))!r})"
         if error is not None:
