@@ -222,3 +222,16 @@ def test_an_impossible_built_format_is_reported_in_the_output_not_raised(monkeyp
     assert "finite values" in capsys.readouterr().out
     e_slider.value = 8  # 19 bits: too many to draw
     assert "not a valid choice" in capsys.readouterr().out
+
+
+def test_fpsim_and_its_static_explorers_work_without_importing_ipywidgets():
+    import subprocess
+    import sys
+
+    script = ("import sys; sys.modules['ipywidgets'] = None  # as if not installed\n"
+              "import fpsim, fpsim.widgets as w\n"
+              "assert w.rendering() == 'static'\n"
+              "print(w.bit_explorer('bf16', 3.0).text.splitlines()[0])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.startswith("bfloat16 code 0x4040")
