@@ -110,6 +110,16 @@ def test_compare_modes_matches_a_from_the_spec_reference_on_fp16():
             assert stochastic.value == np.inf  # some draws overflow
 
 
+def test_stochastic_odds_past_the_range_match_fpsims_draws():
+    for x, fmt in ((470.0, "e4m3fn"), (1000.0, "e4m3fn"), (-70000.0, "fp16"), (65530.0, "fp16")):
+        stochastic = widgets.compare_modes(x, fmt)[-1]
+        draws = fpsim.round(np.full(20_000, x), fmt, "stochastic", rng=6)
+        away = np.mean(~np.isfinite(draws))  # the draws that left the range
+        p_away = stochastic.p_up if x > 0 else 1 - stochastic.p_up
+        assert 0 <= p_away <= 1
+        assert abs(away - p_away) <= 5 * np.sqrt(p_away * (1 - p_away) / draws.size) + 1e-12
+
+
 # --- format builder ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("e", "m", "nan", "dtype"), [
     (5, 10, "ieee", np.float16), (8, 7, "ieee", ml_dtypes.bfloat16),

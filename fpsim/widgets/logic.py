@@ -145,6 +145,7 @@ def compare_modes(x: float, fmt: Format | str) -> list[ModeResult]:
     lo_p = lo if np.isfinite(lo) else hi - near.ulp
     hi_p = hi if np.isfinite(hi) else lo + near.ulp
     p_up = (near.x - lo_p) / (hi_p - lo_p) if hi_p != lo_p else 0.0
+    p_up = min(max(p_up, 0.0), 1.0)  # past that virtual neighbour: overflow for certain
     if p_up in (0.0, 1.0):
         mean = lo if p_up == 0.0 else hi
     elif np.isfinite(lo) and np.isfinite(hi):
