@@ -245,3 +245,13 @@ def test_fpsim_and_its_static_explorers_work_without_importing_ipywidgets():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout.startswith("bfloat16 code 0x4040")
+
+
+def test_explorers_reject_bad_arguments_naming_them(monkeypatch):
+    monkeypatch.setenv(render.ENV_VAR, "static")
+    with pytest.raises(ValueError, match=r"value must lie in \[lo, hi\] = \[0, 1\], got 2"):
+        widgets.value_slider("fp16", 0, 1, 2)
+    with pytest.raises(ValueError, match="unknown format"):
+        widgets.rounding_comparer(1.0, "fp17")
+    with pytest.raises(ValueError, match="mantissa_bits must be in 0..23"):
+        widgets.format_builder(4, 30)
