@@ -43,8 +43,8 @@ def _check_calls(path: pathlib.Path) -> list[str]:
 
 
 # --- the notebooks ------------------------------------------------------------------------------
-def test_there_are_four_to_six_exercises_each_with_a_solution():
-    assert 4 <= len(STUBS) <= 6
+def test_there_are_at_least_five_exercises_each_with_a_solution():
+    assert len(STUBS) >= 5
     assert [p.name for p in STUBS] == [p.name for p in SOLUTIONS]
 
 
@@ -76,8 +76,13 @@ def test_stub_notebook_runs_and_every_check_reports_failure(path):
 
 
 # --- checks.py: correct answers pass ---------------------------------------------------------
+def _as_float32(x):
+    """The float32 behind the check's bits-only x (a test may use floats; students may not)."""
+    return np.uint32(x.view(np.uint32)).view(np.float32)
+
+
 def _fp16_bits_reference(x):
-    return int(fpsim.to_bits(fpsim.round(np.float32(x), "fp16"), "fp16"))
+    return int(fpsim.to_bits(fpsim.round(_as_float32(x), "fp16"), "fp16"))
 
 
 def test_check_fp16_bits_passes_fpsims_own_codes(capsys):
@@ -86,8 +91,9 @@ def test_check_fp16_bits_passes_fpsims_own_codes(capsys):
 
 
 def test_check_largest_safe_square_passes_the_known_fp16_and_e4m3fn_answers(capsys):
-    answers = {"float16": 255.875, "float8_e4m3fn": 20.0}
-    for fmt, x in answers.items():  # independent: 256^2 = 65536 > 65520; 22^2 = 484 > 464
+    answers = {"float16": 255.875, "float8_e4m3fn": 20.0, "float8_e4m3b11fnuz": 5.5}
+    # independent: 256^2 = 65536 > 65520; 22^2 = 484 > 464; 6^2 = 36 > 31 = 30 + 2/2
+    for fmt, x in answers.items():
         assert checks.largest_safe_square(fmt) == x
     assert checks.check_largest_safe_square(checks.largest_safe_square) is True
 
@@ -120,7 +126,8 @@ def test_check_choose_scale_and_zero_share_pass_the_bin_arithmetic():
 # --- checks.py: wrong answers get feedback naming the failing input --------------------------
 def test_ties_away_from_zero_fails_on_a_named_tie(capsys):
     def ties_away(x):
-        return int(fpsim.to_bits(fpsim.round(np.float32(x), "fp16", mode="nearest_away"), "fp16"))
+        return int(fpsim.to_bits(fpsim.round(_as_float32(x), "fp16", mode="nearest_away"),
+                                 "fp16"))
 
     assert checks.check_fp16_bits(ties_away) is False
     out = capsys.readouterr().out
@@ -178,3 +185,36 @@ def test_a_raising_or_malformed_answer_is_reported_not_raised(name, capsys):
     assert "NotImplementedError" in capsys.readouterr().out
     assert check(lambda *args: "nonsense") is False
     assert capsys.readouterr().out.startswith(f"{checks.FAIL} {name}:")
+
+
+# --- exercises 01 and 02: the blind spots closed ------------------------------------------------
+def test_float_arithmetic_on_x_is_reported_as_breaking_the_integer_only_rule(capsys):
+    def with_floats(x):
+        return int(np.float16(x).view(np.uint16))  # np.float16(x) needs float(x): refused
+
+    assert checks.check_fp16_bits(with_floats) is False
+    out = capsys.readouterr().out
+    assert "raised an exception" in out and "integer operations only" in out
+
+
+def test_a_missing_sign_bit_gets_a_sign_hint_not_a_rounding_hint(capsys):
+    def unsigned(x):
+        return _fp16_bits_reference(x) & 0x7FFF
+
+    assert checks.check_fp16_bits(unsigned) is False
+    out = capsys.readouterr().out
+    assert "x = -2.0" in out and "expected 0xC000" in out and "got      0x4000" in out
+    assert "only the sign bit is wrong" in out
+    assert "exactly halfway" not in out and "round up when" not in out  # no rounding hint
+
+
+def test_round_down_of_sqrt_max_fails_on_e4m3b11fnuz_with_the_threshold_hint(capsys):
+    def naive(fmt):
+        f = fpsim.get_format(fmt)
+        return float(fpsim.round(np.sqrt(f.max), f, mode="down"))
+
+    assert checks.check_largest_safe_square(naive) is False
+    out = capsys.readouterr().out
+    assert "1 of 5 inputs differ" in out and "format 'float8_e4m3b11fnuz'" in out
+    assert "expected 5.5" in out and "got      5.0" in out
+    assert "round_down(sqrt(max))" in out and "max + ulp(max)/2 = 31" in out

@@ -95,7 +95,43 @@ def fp16_bits_cases() -> np.ndarray:
     return np.concatenate([np.float32(edges), sweep.astype(np.float32)])
 
 
-def _fp16_hint(x: np.float32) -> str:
+class BitsOnly:
+    """The x a bits exercise hands the answer: a float (float32 by default, or float64) whose
+    only door is ``x.view(np.uint32)`` (``np.uint64``). Arithmetic, comparisons and
+    float()/numpy conversions raise, so an answer that computes with floating-point operations
+    on x is reported. (Reinterpreting the bits as a float again is possible: that is beyond
+    what a check can forbid.)"""
+
+    __slots__ = ("_x", "_uint")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, x: float, dtype: type[np.floating] = np.float32) -> None:
+        self._x = dtype(x)
+        self._uint = np.dtype(f"uint{8 * self._x.itemsize}")
+
+    def view(self, dtype: Any) -> Any:
+        if np.dtype(dtype) != self._uint:
+            raise TypeError(f"x.view({np.dtype(dtype).name}): only x.view(np.{self._uint.name}) "
+                            "is allowed here (integer operations only)")
+        return self._x.view(self._uint)
+
+    def __repr__(self) -> str:
+        return f"BitsOnly({float(self._x)!r}, {self._x.dtype.name})"
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"integer operations only: x allows x.view(np.{self._uint.name}) and "
+                        "nothing else (no arithmetic, comparison, float(x) or np.float32(x))")
+
+    __float__ = __int__ = __index__ = __bool__ = __array__ = __abs__ = __neg__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = __pow__ = _refuse
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse  # type: ignore[assignment]
+
+
+def _fp16_hint(x: np.float32, got: int, want: int) -> str:
+    if got ^ want == 0x8000:
+        return ("only the sign bit is wrong: float32's bit 31 becomes fp16's bit 15 "
+                "(shift it right by 16), for zeros, infinities and NaNs too.")
     fx = float(x)
     if not math.isfinite(fx) or abs(fx) >= 65504:
         return ("fp16's largest value is 65504; anything that rounds past it (from 65520 up) "
@@ -113,13 +149,13 @@ def _fp16_hint(x: np.float32) -> str:
 
 def check_fp16_bits(fp16_bits: Callable[[np.float32], int]) -> bool:
     """``fp16_bits(x)`` must return the fp16 code (an int in 0..0xFFFF) of float32 x rounded to
-    nearest, ties to even."""
+    nearest, ties to even. x arrives as a ``BitsOnly`` float32: only ``x.view(np.uint32)`` works."""
     name = "check_fp16_bits"
     cases = fp16_bits_cases()
     expected = fpsim.to_bits(fpsim.round(cases, FP16), FP16).astype(int)
     failures = []
     for x, want in zip(cases, expected, strict=True):
-        got, error = _call(fp16_bits, np.float32(x))
+        got, error = _call(fp16_bits, BitsOnly(x))
         case = f"x = {float(x)!r} (float32 bits {_float32_hex(x)})"
         want_text = f"0x{want:04X} ({float(fpsim.from_bits(want, FP16))!r})"
         if error is not None:
@@ -136,13 +172,15 @@ def check_fp16_bits(fp16_bits: Callable[[np.float32], int]) -> bool:
             got_value = (repr(float(fpsim.from_bits(got_code, FP16)))
                          if 0 <= got_code <= 0xFFFF else "not a 16-bit code")
             failures.append(Failure(case, want_text, f"0x{got_code:04X} ({got_value})",
-                                    _fp16_hint(x)))
+                                    _fp16_hint(x, got_code, int(want))))
     return _report(name, len(cases), failures,
                    f"all {len(cases):,} inputs give fpsim's fp16 code. Well done!")
 
 
 # --- exercise 2: the largest x whose square does not overflow --------------------------------
-SQUARE_FORMATS = ("float16", "bfloat16", "float8_e5m2", "float8_e4m3fn")
+# The last one is where round_down(sqrt(max)) fails: max 30, sqrt 5.48 -> 5, but 5.5^2 = 30.25
+# still rounds to 30 (overflow starts at 31 = max + ulp(max)/2).
+SQUARE_FORMATS = ("float16", "bfloat16", "float8_e5m2", "float8_e4m3fn", "float8_e4m3b11fnuz")
 
 
 def largest_safe_square(fmt: str) -> float:
@@ -163,7 +201,7 @@ def check_largest_safe_square(answer: Callable[[str], float]) -> bool:
     for fmt in SQUARE_FORMATS:
         want = largest_safe_square(fmt)
         f = fpsim.get_format(fmt)
-        case = f"format {fmt!r} (max {f.max:g})"
+        case = f"format {fmt!r} (max {f.max:g}, bias {f.bias})"
         got, error = _call(answer, fmt)
         if error is not None:
             failures.append(_raised(case, repr(want), error))
@@ -182,6 +220,11 @@ def check_largest_safe_square(answer: Callable[[str], float]) -> bool:
         elif not np.isfinite(square):
             hint = (f"{got_f!r}^2 rounds to {float(square)} in {fmt}: too large. Round-to-"
                     f"nearest overflows from max + ulp(max)/2, not from max.")
+        elif got_f == float(fpsim.round(math.sqrt(f.max), fmt, mode="down")):
+            hint = (f"{got_f!r} is round_down(sqrt(max)), but a square overflows only from "
+                    f"max + ulp(max)/2 = {f.max + float(fpsim.ulp(f.max, fmt)) / 2:g} up: "
+                    f"{float(fpsim.next_up(got_f, fmt))!r}^2 is still finite. Take the square "
+                    "root of the overflow threshold, not of max.")
         else:
             hint = (f"{got_f!r}^2 rounds to {float(square):g}, still finite: a larger value of "
                     f"{fmt} works too (the next one up is {float(fpsim.next_up(got_f, fmt))!r}).")

@@ -1,0 +1,257 @@
+"""fpsim.widgets: the explorers' pure callbacks against independent oracles (numpy float16,
+ml_dtypes, integer arithmetic on codes), the static/interactive rule, and the live widgets'
+wiring (a control change redraws from the callback)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fpsim
+from fpsim import widgets
+from fpsim.widgets import render
+
+HAS_IPYWIDGETS = importlib.util.find_spec("ipywidgets") is not None
+
+
+# --- bit explorer -----------------------------------------------------------------------------
+def test_decode_code_agrees_with_numpy_float16_for_every_code():
+    codes = np.arange(0, 2**16, 97, dtype=np.uint16)  # a spread over every field value
+    for code in codes:
+        view = widgets.decode_code(int(code), "fp16")
+        want = float(code.view(np.float16))
+        assert view.value == want or (np.isnan(want) and np.isnan(view.value))
+        assert (view.sign, view.exponent_field, view.mantissa_field) == (
+            int(code) >> 15, (int(code) >> 10) & 0x1F, int(code) & 0x3FF)
+
+
+def test_decode_code_reports_the_class_of_each_kind_of_e4m3fn_code():
+    kinds = {0x00: "zero", 0x01: "subnormal", 0x08: "normal", 0x7E: "normal", 0x7F: "nan"}
+    for code, cls in kinds.items():
+        view = widgets.decode_code(code, "e4m3fn")
+        assert view.cls == cls, hex(code)
+        want = float(np.uint8(code).view(ml_dtypes.float8_e4m3fn))
+        assert view.value == want or (np.isnan(want) and np.isnan(view.value))
+    assert widgets.decode_code(0x7E, "e4m3fn").value == 448  # the all-ones exponent holds 448
+
+
+def test_toggling_a_bit_twice_restores_the_code_and_bit_roles_follow_the_layout():
+    assert widgets.bit_roles("fp16") == ["sign"] + ["exponent"] * 5 + ["mantissa"] * 10
+    assert widgets.toggle_bit(0x3C00, 15, "fp16") == 0xBC00  # sign: 1.0 -> -1.0
+    assert widgets.toggle_bit(0x3C00, 10, "fp16") == 0x3800  # lowest exponent bit: 1.0 -> 0.5
+    for bit in range(16):
+        assert widgets.toggle_bit(widgets.toggle_bit(0x1234, bit, "fp16"), bit, "fp16") == 0x1234
+
+
+def test_toggle_bit_and_decode_code_reject_out_of_range_input_naming_it():
+    with pytest.raises(ValueError, match=r"bit must be an integer in 0\.\.7 for float8_e4m3fn"):
+        widgets.toggle_bit(0, 8, "e4m3fn")
+    with pytest.raises(ValueError, match=r"code must be in 0\.\.255 .* got 256"):
+        widgets.decode_code(256, "e4m3fn")
+
+
+# --- value slider and rounding-mode comparer --------------------------------------------------
+def test_neighbourhood_brackets_x_between_numpy_float16_neighbours():
+    rng = np.random.default_rng(1)
+    for x in rng.uniform(-65000, 65000, 200).tolist() + [0.1, 1e-6, -3e-8]:
+        n = widgets.neighbourhood(x, "fp16")
+        nearest = np.float16(x)  # numpy rounds float64 -> float16 directly, to nearest even
+        assert n.rounded == float(nearest)
+        assert n.below <= x <= n.above and n.below in (n.rounded, float(np.nextafter(
+            nearest, np.float16(-np.inf)))) and n.above >= n.rounded
+        assert n.abs_error == abs(float(nearest) - x) <= n.ulp / 2
+
+
+def test_neighbourhood_of_a_value_of_the_format_has_zero_error():
+    n = widgets.neighbourhood(2048.0, "fp16")
+    assert (n.below, n.above, n.rounded, n.abs_error, n.ulp) == (2048, 2048, 2048, 0, 2)
+
+
+def test_neighbourhood_refuses_stochastic_and_non_finite_x():
+    with pytest.raises(ValueError, match="deterministic"):
+        widgets.neighbourhood(1.0, "fp16", "stochastic")
+    with pytest.raises(ValueError, match="x must be a finite number"):
+        widgets.neighbourhood(float("inf"), "fp16")
+
+
+def _codes16(v: float) -> int:
+    return int(np.float16(v).view(np.uint16))
+
+
+def test_compare_modes_matches_a_from_the_spec_reference_on_fp16():
+    for x in (2049.0, 2051.0, -2049.0, 0.1, -0.1, 1 + 2**-12, 65519.0):
+        lo = float(np.float16(x))
+        if lo > x:
+            lo = float(np.nextafter(np.float16(x), np.float16(-np.inf)))
+        with np.errstate(over="ignore"):
+            hi = float(np.nextafter(np.float16(lo), np.float16(np.inf)))
+        to_zero = lo if x > 0 else hi
+        nearer = lo if x - lo < hi - x else hi
+        tie = x - lo == hi - x
+        want = {
+            "nearest_even": (lo if _codes16(lo) % 2 == 0 else hi) if tie else nearer,
+            "nearest_away": (hi if x > 0 else lo) if tie else nearer,
+            "toward_zero": to_zero, "up": hi, "down": lo,
+            "odd": lo if _codes16(lo) % 2 == 1 else hi,  # x is never a value here
+        }
+        got = {r.mode: r.value for r in widgets.compare_modes(x, "fp16")}
+        assert {m: got[m] for m in want} == want, x
+        stochastic = widgets.compare_modes(x, "fp16")[-1]
+        draws = fpsim.round(np.full(20_000, x), "fp16", "stochastic", rng=5)
+        share_up = np.mean(draws == hi)  # fpsim's kernel, sampled
+        p = stochastic.p_up
+        assert abs(share_up - p) <= 5 * np.sqrt(p * (1 - p) / draws.size) + 1e-12, x
+        if np.isfinite(hi):
+            assert stochastic.value == pytest.approx(x, rel=1e-12)  # unbiased: the mean is x
+        else:
+            assert stochastic.value == np.inf  # some draws overflow
+
+
+def test_stochastic_odds_past_the_range_match_fpsims_draws():
+    for x, fmt in ((470.0, "e4m3fn"), (1000.0, "e4m3fn"), (-70000.0, "fp16"), (65530.0, "fp16")):
+        stochastic = widgets.compare_modes(x, fmt)[-1]
+        draws = fpsim.round(np.full(20_000, x), fmt, "stochastic", rng=6)
+        away = np.mean(~np.isfinite(draws))  # the draws that left the range
+        p_away = stochastic.p_up if x > 0 else 1 - stochastic.p_up
+        assert 0 <= p_away <= 1
+        assert abs(away - p_away) <= 5 * np.sqrt(p_away * (1 - p_away) / draws.size) + 1e-12
+
+
+# --- format builder ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("e", "m", "nan", "dtype"), [
+    (5, 10, "ieee", np.float16), (8, 7, "ieee", ml_dtypes.bfloat16),
+    (4, 3, "fn", ml_dtypes.float8_e4m3fn), (5, 2, "ieee", ml_dtypes.float8_e5m2),
+    (4, 3, "ieee", ml_dtypes.float8_e4m3), (2, 1, "none", ml_dtypes.float4_e2m1fn),
+])
+def test_a_built_format_has_the_range_and_value_count_of_the_ml_dtypes_type(e, m, nan, dtype):
+    facts = widgets.format_facts(widgets.build_format(e, m, nan=nan))
+    info = ml_dtypes.finfo(dtype)
+    assert (facts["max"], facts["smallest normal"], facts["eps"]) == (
+        float(info.max), float(info.smallest_normal), float(info.eps))
+    assert facts["smallest subnormal"] == float(info.smallest_subnormal)
+    bits = 1 + e + m
+    every = np.arange(2**bits, dtype=np.uint16 if bits > 8 else np.uint8).view(dtype)
+    with np.errstate(invalid="ignore"):  # NaN codes
+        every = every.astype(np.float64)
+    assert facts["finite values"] == len(np.unique(every[np.isfinite(every)]))
+
+
+def test_build_format_names_like_ml_dtypes_and_leaves_validation_to_format():
+    assert widgets.build_format(4, 3, nan="fn").name == "e4m3fn"
+    assert widgets.build_format(5, 2, bias=11, subnormals=False).name == "e5m2b11_ftz"
+    assert widgets.build_format(4, 3, nan="fn") == fpsim.Format("e4m3fn", 4, 3, nan="fn",
+                                                                inf=False)
+    with pytest.raises(ValueError, match="exponent_bits must be in 1..8"):
+        widgets.build_format(9, 2)
+
+
+# --- loss-scale slider ------------------------------------------------------------------------
+def test_scaled_fates_count_what_numpy_float16_does_to_the_scaled_gradients():
+    rng = np.random.default_rng(2)
+    g = rng.lognormal(-18, 4, 20_000) * rng.choice([-1, 1], 20_000)
+    for k in (0, 12, 30):
+        fates = widgets.scaled_fates(g, k, "fp16")
+        with np.errstate(over="ignore"):
+            stored = np.ldexp(g, k).astype(np.float16)
+        assert fates.nonzero == g.size
+        assert fates.underflow == np.sum(stored == 0)
+        assert fates.overflow == np.sum(np.isinf(stored))
+        assert fates.subnormal == np.sum((stored != 0) & (np.abs(stored) < 2.0**-14))
+        assert fates.kept == g.size - fates.underflow - fates.overflow
+
+
+def test_a_larger_scale_never_underflows_more_and_never_overflows_less():
+    g = np.random.default_rng(3).lognormal(-10, 6, 5000)
+    fates = [widgets.scaled_fates(g, k) for k in range(-5, 40, 5)]
+    assert all(a.underflow >= b.underflow and a.overflow <= b.overflow
+               for a, b in zip(fates, fates[1:], strict=False))
+
+
+def test_scaled_fates_wants_an_integer_exponent():
+    with pytest.raises(ValueError, match=r"log2_scale must be an integer .* got 0.5"):
+        widgets.scaled_fates(np.ones(3), 0.5)  # type: ignore[arg-type]
+
+
+# --- static or interactive --------------------------------------------------------------------
+def test_rendering_is_static_outside_a_kernel_and_when_forced(monkeypatch):
+    monkeypatch.delenv(render.ENV_VAR, raising=False)
+    assert widgets.rendering() == "static"  # pytest is no IPython kernel
+    monkeypatch.setenv(render.ENV_VAR, "static")
+    assert widgets.rendering() == "static"
+    monkeypatch.setenv(render.ENV_VAR, "sometimes")
+    with pytest.raises(ValueError, match="FPSIM_WIDGETS must be one of"):
+        widgets.rendering()
+
+
+def test_rendering_is_static_in_a_kernel_with_the_agg_backend(monkeypatch):
+    monkeypatch.delenv(render.ENV_VAR, raising=False)
+    monkeypatch.setattr(render, "_ipywidgets_installed", lambda: True)
+    monkeypatch.setattr(render, "_in_kernel", lambda: True)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert widgets.rendering() == "static"
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    assert widgets.rendering() == "interactive"
+    monkeypatch.setattr(render, "_ipywidgets_installed", lambda: False)
+    assert widgets.rendering() == "static"  # no ipywidgets: static, whatever else holds
+
+
+def test_every_explorer_renders_statically_with_text_and_html(monkeypatch):
+    monkeypatch.setenv(render.ENV_VAR, "static")
+    g = np.random.default_rng(4).lognormal(-20, 3, 1000)
+    views = [widgets.bit_explorer("fp16", 0.1), widgets.value_slider("fp16", 0, 1, 0.1),
+             widgets.rounding_comparer(2049, "fp16"), widgets.format_builder(4, 3),
+             widgets.loss_scale_slider(g, "fp16", 10)]
+    for view in views:
+        assert isinstance(view, widgets.StaticView) and view.text
+        assert view._repr_html_().startswith("<pre>")
+    assert "0x2E66" in views[0].text and "0.400 ulp" in views[1].text
+    assert "nearest_even                  2048.0" in views[2].text
+    assert views[3].figure is not None and "finite values: 253" in views[3].text
+
+
+@pytest.mark.skipif(not HAS_IPYWIDGETS, reason="ipywidgets is not installed")
+def test_clicking_the_sign_bit_redraws_the_explorer_with_the_negated_value(monkeypatch, capsys):
+    monkeypatch.setenv(render.ENV_VAR, "interactive")
+    box = widgets.bit_explorer("fp16", 1.0)
+    assert "code 0x3C00" in capsys.readouterr().out  # outside a kernel, Output prints
+    box.children[0].children[0].value = True  # the first button is the sign bit
+    out = capsys.readouterr().out
+    assert "code 0xBC00" in out and "value -1.0" in out
+
+
+@pytest.mark.skipif(not HAS_IPYWIDGETS, reason="ipywidgets is not installed")
+def test_an_impossible_built_format_is_reported_in_the_output_not_raised(monkeypatch, capsys):
+    monkeypatch.setenv(render.ENV_VAR, "interactive")
+    box = widgets.format_builder(4, 3, nan="fn")
+    capsys.readouterr()
+    e_slider, m_slider = box.children[0], box.children[1]
+    m_slider.value = 10  # 1 + 4 + 10 = 15 bits: fine
+    assert "finite values" in capsys.readouterr().out
+    e_slider.value = 8  # 19 bits: too many to draw
+    assert "not a valid choice" in capsys.readouterr().out
+
+
+def test_fpsim_and_its_static_explorers_work_without_importing_ipywidgets():
+    import subprocess
+    import sys
+
+    script = ("import sys; sys.modules['ipywidgets'] = None  # as if not installed\n"
+              "import fpsim, fpsim.widgets as w\n"
+              "assert w.rendering() == 'static'\n"
+              "print(w.bit_explorer('bf16', 3.0).text.splitlines()[0])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.startswith("bfloat16 code 0x4040")
+
+
+def test_explorers_reject_bad_arguments_naming_them(monkeypatch):
+    monkeypatch.setenv(render.ENV_VAR, "static")
+    with pytest.raises(ValueError, match=r"value must lie in \[lo, hi\] = \[0, 1\], got 2"):
+        widgets.value_slider("fp16", 0, 1, 2)
+    with pytest.raises(ValueError, match="unknown format"):
+        widgets.rounding_comparer(1.0, "fp17")
+    with pytest.raises(ValueError, match="mantissa_bits must be in 0..23"):
+        widgets.format_builder(4, 30)
