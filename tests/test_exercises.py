@@ -43,8 +43,8 @@ def _check_calls(path: pathlib.Path) -> list[str]:
 
 
 # --- the notebooks ------------------------------------------------------------------------------
-def test_there_are_four_to_six_exercises_each_with_a_solution():
-    assert 4 <= len(STUBS) <= 6
+def test_there_are_at_least_four_exercises_each_with_a_solution():
+    assert len(STUBS) >= 4
     assert [p.name for p in STUBS] == [p.name for p in SOLUTIONS]
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 import numpy as np
 from checks import Failure, _call, _raised, _report
@@ -80,11 +79,29 @@ def kahan_cases() -> list[tuple[str, list[float], str]]:
     ]
 
 
+def _unrounded(values: Sequence[float], fmt: str) -> float:
+    return _rnd(math.fsum(values), fmt)
+
+
+_KAHAN_MISTAKES: tuple[tuple[Callable[[Sequence[float], str], float], str], ...] = (
+    (running_sum, "that is the plain running sum. Keep what each addition lost, "
+                  "c = (t - s) - y, and subtract it from the next value: y = x - c."),
+    (_kahan_wrong_sign, "the compensation has the wrong sign: c = (t - s) - y is what the "
+                        "addition added too much, so the next value is corrected by y = x - c."),
+    (_unrounded, "closer than Kahan can get in this format: some step was not rounded. Round "
+                 "every operation to the format (fpsim.round), the way the hardware would."),
+)
+
+
 def check_kahan_sum(kahan_sum: Callable[[list[float], str], float]) -> bool:
     """``kahan_sum(values, fmt)`` must return Kahan's compensated sum of ``values`` with every
-    operation (x - c, s + y, t - s, (t - s) - y) rounded to ``fmt``."""
+    operation (x - c, s + y, t - s, (t - s) - y) rounded to ``fmt``.
+
+    The hint names the mistake whose result matches the answer on every failing input (the
+    plain running sum, a compensation of the wrong sign, a sum not rounded at every step)."""
     name = "check_kahan_sum"
     failures = []
+    wrong: list[tuple[list[float], str, float]] = []
     cases = kahan_cases()
     for text, values, fmt in cases:
         want = kahan_reference(values, fmt)
@@ -98,22 +115,15 @@ def check_kahan_sum(kahan_sum: Callable[[list[float], str], float]) -> bool:
         except (TypeError, ValueError):
             failures.append(Failure(case, repr(want), f"{got!r} (not a number)"))
             continue
-        if got_f == want:
-            continue
-        exact = math.fsum(values)
-        if got_f == running_sum(values, fmt):
-            hint = ("that is the plain running sum. Keep what each addition lost, "
-                    "c = (t - s) - y, and subtract it from the next value: y = x - c.")
-        elif got_f == _kahan_wrong_sign(values, fmt):
-            hint = ("the compensation has the wrong sign: c = (t - s) - y is what the addition "
-                    "added too much, so the next value is corrected by y = x - c.")
-        elif got_f == _rnd(exact, fmt) or abs(got_f - exact) < abs(want - exact) / 2:
-            hint = ("closer than Kahan can get in this format: some step was not rounded. "
-                    f"Round every operation to {fmt} (fpsim.round), the way the hardware would.")
-        else:
-            hint = ("follow the four steps in order, each rounded: y = rnd(x - c); "
-                    "t = rnd(s + y); c = rnd(rnd(t - s) - y); s = t. Start with s = c = 0.")
-        failures.append(Failure(case, repr(want), repr(got_f), hint))
+        if got_f != want:
+            failures.append(Failure(case, repr(want), repr(got_f)))
+            wrong.append((values, fmt, got_f))
+    if wrong and not failures[0].raised:
+        failures[0].hint = next(
+            (hint for mistake, hint in _KAHAN_MISTAKES
+             if all(mistake(v, f) == g for v, f, g in wrong)),
+            "follow the four steps in order, each rounded: y = rnd(x - c); t = rnd(s + y); "
+            "c = rnd(rnd(t - s) - y); s = t. Start with s = c = 0.")
     return _report(name, len(cases), failures,
                    f"Kahan's sum, bit for bit, on all {len(cases)} inputs. Well done!")
 
