@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -275,3 +276,31 @@ def test_choose_scale_from_exps_max_ignoring_empty_bins_is_named(capsys):
     out = capsys.readouterr().out
     assert "histogram 'empty bins on top'" in out and "expected k = 26" in out
     assert "got      k = 20" in out and "count of 0" in out
+
+
+# --- the course map and the links -----------------------------------------------------------
+TUTORIALS = EXERCISES.parent
+
+
+def test_course_map_links_resolve_to_files():
+    text = (TUTORIALS / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#]+\.ipynb)\)", text)
+    assert links
+    missing = [link for link in links if not (TUTORIALS / link).is_file()]
+    assert not missing, f"tutorials/README.md links to missing files: {missing}"
+
+
+def test_course_map_lists_every_notebook_and_exercise():
+    text = (TUTORIALS / "README.md").read_text()
+    listed = set(re.findall(r"\]\(([^)#]+\.ipynb)\)", text))
+    notebooks = {p.name for p in TUTORIALS.glob("*.ipynb")}
+    exercises = {f"exercises/{p.name}" for p in EXERCISES.glob("*.ipynb")}
+    assert not (notebooks | exercises) - listed, "add these to tutorials/README.md's course map"
+
+
+@pytest.mark.parametrize("exercise", ["05_static_loss_scale", "08_kahan_summation",
+                                      "09_swamping", "10_softmax_fp16", "11_fp8_scale",
+                                      "12_mx_block"])
+def test_exercise_is_linked_from_a_tutorial_notebook(exercise):
+    link = f"exercises/{exercise}.ipynb"
+    assert any(link in p.read_text() for p in TUTORIALS.glob("*.ipynb")), link
