@@ -373,7 +373,9 @@ class Histogram:
 
 
 def gradient_histograms() -> list[Histogram]:
-    """Three bell-shaped exponent histograms at different heights (seeded, integers)."""
+    """Three bell-shaped exponent histograms at different heights (integers), and one whose
+    range of bins runs past its gradients: empty bins (count 0) on top, below and inside, as a
+    histogram over fixed edges has them."""
     out = []
     for name, centre, width in (("narrow, low", -30, 3), ("wide", -20, 8),
                                 ("already high", 5, 4)):
@@ -381,7 +383,17 @@ def gradient_histograms() -> list[Histogram]:
         counts = np.round(1000 * np.exp(-0.5 * ((exps - centre) / width) ** 2)).astype(int)
         keep = counts > 0
         out.append(Histogram(name, exps[keep], counts[keep]))
+    exps = np.arange(-34, -5)  # fixed edges 2^-34 .. 2^-5; the gradients stop below 2^-11
+    counts = np.round(1000 * np.exp(-0.5 * ((exps + 20) / 3.0) ** 2)).astype(int)
+    counts[exps > -12] = 0
+    counts[exps == -22] = 0
+    out.append(Histogram("empty bins on top", exps, counts))
     return out
+
+
+def _top_exponent(h: Histogram) -> int:
+    """The highest bin that holds a gradient (count > 0)."""
+    return int(h.exps[h.counts > 0].max())
 
 
 def _top_of_bin(e: int) -> np.float64:
@@ -392,7 +404,7 @@ def _top_of_bin(e: int) -> np.float64:
 def safe_scale_oracle(h: Histogram) -> int:
     """The largest k such that no value of any bin overflows fp16 once multiplied by 2^k, found
     by rounding the largest float32 value of the top bin, times 2^k, with fpsim."""
-    top = _top_of_bin(int(h.exps.max()))
+    top = _top_of_bin(_top_exponent(h))
     with np.errstate(over="ignore"):
         ok = [k for k in range(-60, 80) if np.isfinite(fpsim.round(top * 2.0**k, FP16))]
     return max(ok)
@@ -432,11 +444,18 @@ def check_choose_scale(choose_scale: Callable[[np.ndarray, np.ndarray], int]) ->
             failures.append(Failure(case, f"k = {want}", f"{got!r} (not an integer)",
                                     "return the exponent k of the scale 2^k, e.g. 15."))
         elif k != want:
-            hint = (f"with k = {k} the largest gradients (just below 2^{h.exps.max() + 1}) "
-                    f"reach 2^{h.exps.max() + 1 + k} in fp16, past 65504: they overflow."
-                    if k > want else
-                    f"k = {k} is safe but k = {k + 1} is too: a larger scale rescues more "
-                    "small gradients.")
+            top = _top_exponent(h)
+            if k > want:
+                hint = (f"with k = {k} the largest gradients (just below 2^{top + 1}) reach "
+                        f"2^{top + 1 + k} in fp16, past 65520 (max 65504 + half an ulp): they "
+                        "overflow.")
+            elif top < int(h.exps.max()) and k == want - (int(h.exps.max()) - top):
+                hint = (f"the bins above exponent {top} have a count of 0: they hold no "
+                        f"gradients, so the top bin is {top}, not exps.max() = "
+                        f"{int(h.exps.max())}.")
+            else:
+                hint = (f"k = {k} is safe but k = {k + 1} is too: a larger scale rescues more "
+                        "small gradients.")
             failures.append(Failure(case, f"k = {want}", f"k = {k}", hint))
     return _report(name, len(hists), failures,
                    f"the largest safe scale for all {len(hists)} histograms. Well done!")
