@@ -147,5 +147,6 @@ def linear(x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None
     inputs = autocast_lower(x, w) if b is None else autocast_lower(x, w, b)
     run = active_run()
     if run is not None:
-        return fp8_ops.linear(run, *inputs, activation=activation)
+        return fp8_ops.linear(run, inputs[0], inputs[1], inputs[2] if b is not None else None,
+                              activation)
     return Linear.apply(*inputs, relu=activation == "relu")
