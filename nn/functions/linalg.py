@@ -18,7 +18,8 @@ import numpy as np
 from fpsim import FP32, Format
 from nn import _kernels, rounding
 from nn.autograd import Context, Function, grad_site
-from nn.fp8 import ops as fp8_ops
+from nn.fp8.ops import linear as fp8_linear
+from nn.fp8.ops import matmul as fp8_matmul
 from nn.fp8.scope import active_run
 from nn.functions._common import autocast_lower, finish, widen
 from nn.functions.activations import relu_grad
@@ -126,7 +127,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         )
     run = active_run()
     if run is not None:
-        return fp8_ops.matmul(run, *autocast_lower(a, b))
+        return fp8_matmul(run, *autocast_lower(a, b))
     return MatMul.apply(*autocast_lower(a, b))
 
 
@@ -147,6 +148,6 @@ def linear(x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None
     inputs = autocast_lower(x, w) if b is None else autocast_lower(x, w, b)
     run = active_run()
     if run is not None:
-        return fp8_ops.linear(run, inputs[0], inputs[1], inputs[2] if b is not None else None,
-                              activation)
+        return fp8_linear(run, inputs[0], inputs[1], inputs[2] if b is not None else None,
+                          activation)
     return Linear.apply(*inputs, relu=activation == "relu")

@@ -54,7 +54,8 @@ def test_delayed_scaling_matmul_undoes_both_scales_on_the_fp32_product():
         first = ta @ tb  # scales 1: a plain saturating e4m3fn cast of each operand
     with nn.fp8_autocast(recipe):  # the next step of the same tensors
         second = ta @ tb  # scales 448 / amax from the first step
-    e4 = lambda v, s=1.0: fpsim.round(v.astype(np.float64) * s, E4M3FN, overflow="saturate")
+    def e4(v, s=1.0):
+        return fpsim.round(v.astype(np.float64) * s, E4M3FN, overflow="saturate")
     np.testing.assert_array_equal(first.data, (e4(a) @ e4(b)).astype(np.float32))
     sa, sb = np.float32(448) / np.float32(3.0), np.float32(448) / np.float32(448.0)
     alpha = (np.float32(1) / sa) * (np.float32(1) / sb)
@@ -99,7 +100,8 @@ def test_block_backward_requantizes_each_operand_along_the_products_inner_dimens
     with nn.fp8_autocast(BlockScaling("mxfp8_e4m3", backward="mxfp8_e5m2")):
         out = ta @ tb
     out.backward(g)
-    q = lambda v, axis, f="mxfp8_e4m3": fpsim.mx.quantize(v, f, axis=axis).astype(np.float64)
+    def q(v, axis, f="mxfp8_e4m3"):
+        return fpsim.mx.quantize(v, f, axis=axis).astype(np.float64)
     da = q(g, -1, "mxfp8_e5m2") @ q(b, -1).T
     db = q(a, -2).T @ q(g, -2, "mxfp8_e5m2")
     np.testing.assert_array_equal(ta.grad.data, da.astype(np.float32))
