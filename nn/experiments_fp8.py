@@ -99,8 +99,9 @@ def run_policy(policy: str, data: tuple[np.ndarray, ...], vocab: int) -> Fp8Resu
     with np.errstate(all="ignore"):  # a diverging run's NaN and inf are the story here
         history = model.fit(x, y, batch_size=BATCH_SIZE, epochs=1, seed=SEED, verbose=0,
                             telemetry=False, loss_scale="none")
-        test_loss = float(np.ravel(model.evaluate(x_test, y_test, batch_size=1000,
-                                                  verbose=0))[0])
+        scores = model.evaluate(x_test, y_test, batch_size=1000, verbose=0, return_dict=True)
+    assert isinstance(scores, dict)
+    test_loss = float(scores["loss"])
     loss = np.array(history.step_loss)
     return Fp8Result(policy, test_loss, loss, int(np.count_nonzero(np.isnan(loss))),
                      time.perf_counter() - start)
