@@ -27,7 +27,7 @@ from nn.fp8.recipes import (
     TF32Inputs,
     get_recipe,
 )
-from nn.fp8.scope import active_recipe, fp8_autocast
+from nn.fp8.scope import active_recipe, fp8_autocast, recipes_of
 from nn.fp8.state import ScalingState, TelemetryLog, TensorRecord
 
 autocast = fp8_autocast  # ``nn.fp8.autocast(recipe)``, the short spelling
@@ -35,5 +35,5 @@ autocast = fp8_autocast  # ``nn.fp8.autocast(recipe)``, the short spelling
 __all__ = [
     "POLICY_RECIPES", "BlockScaling", "CurrentScaling", "DelayedScaling", "Recipe",
     "ScalingState", "TF32Inputs", "TelemetryLog", "TensorRecord", "active_recipe", "autocast",
-    "fp8_autocast", "get_recipe",
+    "fp8_autocast", "get_recipe", "recipes_of",
 ]

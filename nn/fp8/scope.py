@@ -121,3 +121,23 @@ def layer_scope(policy: Any) -> contextlib.AbstractContextManager[None]:
     if active is not None and active.recipe is recipe:
         return contextlib.nullcontext()
     return _set(Run(recipe, explicit=False))
+
+
+def recipes_of(model: Any) -> list[Recipe]:
+    """The recipes of ``model``'s policies and those of every layer inside it, each once, in
+    depth-first order: where their telemetry logs are (``[r.log for r in recipes_of(m)]``).
+
+    Layers built under one Policy object (``nn.set_global_policy("mxfp8")``) share one recipe;
+    layers given ``dtype="mxfp8"`` one by one each have their own.
+    """
+    found: dict[int, Recipe] = {}
+
+    def visit(layer: Any) -> None:
+        recipe = getattr(getattr(layer, "policy", None), "recipe", None)
+        if recipe is not None:
+            found.setdefault(id(recipe), recipe)
+        for inner in getattr(layer, "layers", None) or []:
+            visit(inner)
+
+    visit(model)
+    return list(found.values())

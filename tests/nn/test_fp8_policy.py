@@ -115,3 +115,30 @@ def test_fit_under_a_delayed_scaling_policy_logs_every_tensor_every_step():
         np.testing.assert_array_equal(series["scale"][1:], np.float32(fp8_max) / running)
     state = recipe.states[f"{name}/Linear/weight"]
     assert state.steps == steps and np.count_nonzero(state.amax_history) == steps
+
+
+def test_conv_and_attention_matmuls_run_under_their_layers_recipe():
+    conv = nn.Conv2D(3, 3, dtype="mxfp8")
+    out = conv(RNG.normal(size=(2, 5, 5, 2)).astype(np.float32))
+    out.sum().backward()
+    names = conv.policy.recipe.log.names()
+    assert names[:2] == [f"{conv.name}/Linear/input", f"{conv.name}/Linear/weight"]
+    assert np.isfinite(conv.kernel.grad.data).all()
+    mha = nn.MultiHeadAttention(num_heads=2, key_dim=4, dtype="fp8_hybrid_delayed")
+    seq = RNG.normal(size=(2, 6, 8)).astype(np.float32)
+    mha(seq, seq).sum().backward()
+    names = mha.policy.recipe.log.names()
+    for op in ("Linear", "Linear_1", "Linear_2", "Linear_3", "MatMul", "MatMul_1"):
+        assert f"{mha.name}/{op}/grad_output" in names  # projections and both attention products
+
+
+def test_recipes_of_a_model_finds_each_recipe_once():
+    separate = nn.Sequential([nn.Dense(4, dtype="mxfp8"), nn.Dense(4, dtype="float32"),
+                              nn.Dense(2, dtype="nvfp4")])
+    assert [type(r).__name__ for r in nn.fp8.recipes_of(separate)] == ["BlockScaling"] * 2
+    nn.set_global_policy("fp8_hybrid_delayed")
+    shared = nn.Sequential([nn.Dense(4), nn.Dense(2)])
+    (recipe,) = nn.fp8.recipes_of(shared)
+    shared(X)
+    assert {r.name.split("/")[0] for r in recipe.log.records} == {
+        layer.name for layer in shared.layers}
