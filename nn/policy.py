@@ -2,28 +2,27 @@
 
 A policy says in which format a layer computes and in which format it keeps its variables:
 
-=====================  ==================  ==================
-policy name            compute_format      variable_format
-=====================  ==================  ==================
-``"float32"``          FP32                FP32
-``"float64"``          None (float64)      None (float64)
-``"mixed_float16"``    FP16                FP32 (master weights)
-``"mixed_bfloat16"``   BF16                FP32
-``"float16"``          FP16                FP16
-``"bfloat16"``         BF16                BF16
-``"mixed_<fmt>"``      get_format(fmt)     FP32 (e.g. ``"mixed_e4m3fn"``)
-``"<fmt>"``            get_format(fmt)     get_format(fmt) (any other fpsim format name)
-``"fp8_hybrid_delayed"``  BF16             FP32, matmuls under an fp8 recipe (below)
-``"mixed_tf32"``       FP32                FP32, matmul inputs rounded to TF32
-=====================  ==================  ==================
+========================  ===============  =============================================
+policy name               compute_format   variable_format
+========================  ===============  =============================================
+``"float32"``             FP32             FP32
+``"float64"``             None (float64)   None (float64)
+``"mixed_float16"``       FP16             FP32 (master weights)
+``"mixed_bfloat16"``      BF16             FP32
+``"float16"``             FP16             FP16
+``"bfloat16"``            BF16             BF16
+``"mixed_<fmt>"``         get_format(fmt)  FP32 (e.g. ``"mixed_e4m3fn"``)
+``"<fmt>"``               get_format(fmt)  get_format(fmt) (any other fpsim format name)
+``"fp8_hybrid_delayed"``  BF16             FP32; matmul inputs quantized by a recipe
+``"mixed_tf32"``          FP32             FP32; matmul inputs rounded to TF32
+========================  ===============  =============================================
 
-Recipe policies (``nn.fp8.POLICY_RECIPES``, the one table of their names: "fp8_hybrid_delayed",
-"fp8_e4m3_delayed", "fp8_hybrid_current", "fp8_e4m3_current", "mxfp8", "mxfp8_hybrid",
-"mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8", "nvfp4", "mixed_tf32") carry a recipe
-(``policy.recipe``): the layer's matmuls quantize their inputs by it (``nn.fp8``), everything
-else computes in the recipe's compute format (bf16; fp32 for "mixed_tf32") on fp32 variables.
-Each Policy object owns its recipe instance, whose per-tensor states and telemetry log are
-shared by the layers built under that Policy object.
+Recipe policies (every name in ``nn.fp8.POLICY_RECIPES``, the one table of them: per-tensor
+fp8 scaling, MX and NVFP4 block scaling, TF32) carry a recipe (``policy.recipe``): the layer's
+matmuls quantize their inputs by it (``nn.fp8``), everything else computes in the recipe's
+compute format (bf16; fp32 for "mixed_tf32") on fp32 variables. Each Policy object owns its
+recipe instance, whose per-tensor states and telemetry log are shared by the layers built
+under that Policy object.
 
 ``None`` stands for the float64 carrier with no rounding at all: it exists so that gradients
 can be checked against float64 central differences.

@@ -22,7 +22,9 @@ rounds once to the op's output format (the compute format, e.g. bf16).
 
 Per-tensor cast: ``x * scale`` is computed exactly (float64 holds the product of two float32
 values) and rounded once, nearest even, *saturating* to +-max (TE casts with satfinite; NaN
-stays NaN). Telemetry of every quantization goes to ``recipe.log`` (``TelemetryLog``).
+stays NaN). Telemetry of every quantization goes to ``recipe.log`` (``TelemetryLog``); an
+active ``fpsim.monitor`` also counts each cast at the tensor's name (``m.counts`` for
+per-tensor and TF32 casts, ``m.blocks`` for block formats).
 
 Policies (``nn.Policy(name)``; fp32 master weights, compute format bf16 unless noted):
 ``POLICY_RECIPES`` below is the one table of names.
@@ -137,7 +139,7 @@ class _PerTensor(Recipe):
         scale = state.scale
         with np.errstate(over="ignore", invalid="ignore"):
             scaled = np.asarray(x, np.float64) * scale  # exact: 24 x 24 bits < 53
-            q = np.asarray(fpsim.round(scaled, fmt, overflow="saturate"))
+            q = np.asarray(fpsim.round(scaled, fmt, overflow="saturate", site=name))
             finite = np.isfinite(scaled)
             saturated = int(np.count_nonzero(finite & (np.abs(scaled) > fmt.max)))
         flushed = int(np.count_nonzero((scaled != 0) & (q == 0)))
@@ -239,7 +241,7 @@ class TF32Inputs(Recipe):
 
     def quantize(self, x: np.ndarray, name: str, role: str, axis: int = -1
                  ) -> tuple[np.ndarray, float]:
-        return np.asarray(fpsim.round(x, TF32)).astype(x.dtype, copy=False), 1.0
+        return np.asarray(fpsim.round(x, TF32, site=name)).astype(x.dtype, copy=False), 1.0
 
     def __repr__(self) -> str:
         return "TF32Inputs()"

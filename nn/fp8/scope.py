@@ -64,6 +64,17 @@ def active_recipe() -> Recipe | None:
 class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with``)
     """Run every matmul inside under ``recipe`` (see the module docstring).
 
+    Parameters
+    ----------
+    recipe:
+        A ``Recipe``, or a policy name from ``POLICY_RECIPES`` (a new recipe each time: keep
+        the object to read its log). Default: ``DelayedScaling()``, as Transformer Engine's
+        default recipe before Blackwell.
+    enabled:
+        False runs the block without any recipe (switching off an enclosing one).
+
+    Blocks nest; an inner block of the same recipe continues the outer pass.
+
     >>> from nn.fp8 import DelayedScaling
     >>> with fp8_autocast(DelayedScaling()) as ctx:
     ...     active_recipe() is ctx.recipe

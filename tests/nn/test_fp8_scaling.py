@@ -151,3 +151,12 @@ def test_block_telemetry_counts_what_fpsim_mx_clips_and_flushes():
     np.testing.assert_array_equal(q, fpsim.mx.quantize(x, "mxfp8_e4m3"))
     (rec,) = recipe.log.records
     assert (rec.saturated, rec.flushed, rec.amax, rec.fmt) == (1, 1, 500.0, "mxfp8_e4m3")
+
+
+def test_an_active_monitor_counts_each_cast_at_the_tensors_name():
+    with fpsim.monitor() as m:
+        DelayedScaling().quantize(np.float32([1000.0, 1.0]), "dense/Linear/input", "forward")
+        BlockScaling("mxfp4_e2m1").quantize(np.float32([7.0, 1.0]), "dense/Linear/weight",
+                                            "forward")
+    assert m.counts["dense/Linear/input"]["overflow"] == 1  # 1000 saturated to 448
+    assert m.blocks["dense/Linear/weight"]["saturated"] == 1  # 7 / 2^0 > 6
