@@ -6,7 +6,8 @@ a run is active they become quantized matmuls (``nn.fp8.ops``).
 
 - ``with nn.fp8_autocast(recipe):`` (Transformer Engine's ``fp8_autocast``): every matmul
   inside runs under ``recipe`` (a Recipe or a policy name such as "fp8_hybrid_delayed"),
-  whatever the policy of the layer it runs in. ``enabled=False`` switches an outer one off.
+  whatever the policy of the layer it runs in. ``enabled=False`` runs every matmul inside
+  unquantized: it switches off an outer block and the layers' recipe policies alike.
 - A layer whose policy carries a recipe (``nn.Policy("mxfp8")``) runs its own matmuls under it;
   a layer with a plain policy inside such a layer runs without one (Keras's per-layer dtypes:
   a final ``Dense(dtype="float32")`` stays fp32). An explicit ``fp8_autocast`` wins over both.
@@ -30,9 +31,10 @@ from nn.fp8.recipes import Recipe, get_recipe
 
 
 class Run:
-    """One forward pass under a recipe: the recipe and how often each op site was used."""
+    """One forward pass under a recipe: the recipe and how often each op site was used.
+    ``recipe`` None: an ``fp8_autocast(enabled=False)`` block (no recipe, policies ignored)."""
 
-    def __init__(self, recipe: Recipe, explicit: bool) -> None:
+    def __init__(self, recipe: Recipe | None, explicit: bool) -> None:
         self.recipe = recipe
         self.explicit = explicit  # from fp8_autocast (beats layer policies)
         self._uses: dict[str, int] = {}
@@ -51,13 +53,15 @@ _RUN: contextvars.ContextVar[Run | None] = contextvars.ContextVar("nn_fp8_run", 
 
 
 def active_run() -> Run | None:
-    """The recipe run of this thread's innermost fp8 scope, else None."""
-    return _RUN.get()
+    """The recipe run of this thread's innermost fp8 scope, else None (also inside
+    ``fp8_autocast(enabled=False)``)."""
+    run = _RUN.get()
+    return None if run is None or run.recipe is None else run
 
 
 def active_recipe() -> Recipe | None:
     """The recipe matmuls run under here, else None."""
-    run = _RUN.get()
+    run = active_run()
     return None if run is None else run.recipe
 
 
@@ -94,8 +98,9 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
 
     def __enter__(self) -> fp8_autocast:
         outer = _RUN.get()
+        run: Run | None
         if not self.enabled:
-            run = None
+            run = Run(None, explicit=True)
         elif outer is not None and outer.recipe is self.recipe:
             run = outer  # nested block of the same recipe: the same pass
         else:

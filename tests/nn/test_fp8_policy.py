@@ -142,3 +142,15 @@ def test_recipes_of_a_model_finds_each_recipe_once():
     shared(X)
     assert {r.name.split("/")[0] for r in recipe.log.records} == {
         layer.name for layer in shared.layers}
+
+
+def test_fp8_autocast_disabled_also_switches_off_recipe_policies():
+    layer = nn.Dense(4, dtype="mxfp8")
+    with nn.fp8_autocast("fp8_hybrid_delayed", enabled=False):
+        out = layer(X)
+        assert nn.fp8.active_recipe() is None
+    assert len(layer.policy.recipe.log) == 0
+    plain = nn.Dense(4, dtype="mixed_bfloat16")  # the same layer without a recipe
+    plain(X[:1])
+    plain.set_weights(layer.get_weights())
+    np.testing.assert_array_equal(out.data, plain(X).data)
