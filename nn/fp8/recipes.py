@@ -12,7 +12,8 @@ rounds once to the op's output format (the compute format, e.g. bf16).
   updates the state. "hybrid": E4M3 (OCP E4M3FN, max 448) for activations and weights (role
   "forward"), E5M2 (max 57344) for gradients (role "backward"); "e4m3": E4M3 for both.
 - ``CurrentScaling(fp8_format, margin=0)``: just-in-time scaling, ``scale = fp8_max / amax``
-  of the tensor itself (a zero or non-finite amax keeps the previous scale, 1 at first).
+  of the tensor itself; a zero or non-finite amax gives scale 1 (TE's
+  ``compute_scale_from_amax``).
 - ``BlockScaling(fmt, backward=None)``: the OCP MX formats and NVFP4 through
   ``fpsim.mx.quantize`` along the matmul's inner dimension (blocks of a row of A and of a
   column of B), scale rounding as fpsim.mx's default for the format; ``backward`` is the
@@ -32,6 +33,7 @@ Policies (``nn.Policy(name)``; fp32 master weights, compute format bf16 unless n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -136,6 +138,8 @@ class _PerTensor(Recipe):
         step = state.steps
         if self.current:
             state.update(amax)
+            if not (math.isfinite(amax) and amax > 0):
+                state.scale = 1.0  # TE's current scaling: no usable amax, scale 1
         scale = state.scale
         with np.errstate(over="ignore", invalid="ignore"):
             scaled = np.asarray(x, np.float64) * scale  # exact: 24 x 24 bits < 53
@@ -174,7 +178,8 @@ class DelayedScaling(_PerTensor):
 
 class CurrentScaling(_PerTensor):
     """Just-in-time per-tensor scaling (TE's Float8CurrentScaling): ``scale = fp8_max / amax``
-    of the tensor being cast (divided by ``2**margin``); no history."""
+    of the tensor being cast (divided by ``2**margin``); no history; a zero or non-finite amax
+    gives scale 1."""
 
     current = True
 

@@ -160,3 +160,12 @@ def test_an_active_monitor_counts_each_cast_at_the_tensors_name():
                                             "forward")
     assert m.counts["dense/Linear/input"]["overflow"] == 1  # 1000 saturated to 448
     assert m.blocks["dense/Linear/weight"]["saturated"] == 1  # 7 / 2^0 > 6
+
+
+@pytest.mark.parametrize("bad", [0.0, math.inf, math.nan])
+def test_current_scaling_of_a_zero_or_nonfinite_amax_is_one(bad):
+    recipe = CurrentScaling("e4m3")
+    recipe.quantize(np.float32([2.0]), "t", "forward")
+    assert recipe.states["t"].scale == 224.0
+    recipe.quantize(np.float32([bad, 0.0]), "t", "forward")
+    assert recipe.states["t"].scale == 1.0 and recipe.log.records[-1].scale == 1.0
