@@ -56,9 +56,22 @@ def _accumulate_calls() -> list[tuple[str, Callable[[], object]]]:
     ]
 
 
+def _mx_calls() -> list[tuple[str, Callable[[], object]]]:
+    from fpsim import mx
+
+    x = np.linspace(-500, 500, 96, dtype=np.float32).reshape(3, 32)
+
+    def counted() -> None:
+        with monitor():
+            mx.quantize(x, "mxfp8_e4m3")
+
+    return [("mx quantize", lambda: mx.quantize(x, "mxfp8_e4m3")),
+            ("mx quantize monitored", counted)]
+
+
 def tasks() -> list[tuple[str, Callable[[], object]]]:
     """(label, call) for every kind of call that needs its own compiled kernel."""
-    return _round_calls() + _accumulate_calls()
+    return _round_calls() + _accumulate_calls() + _mx_calls()
 
 
 def run_tasks(calls: list[tuple[str, Callable[[], object]]], progress: bool) -> None:
@@ -78,6 +91,6 @@ def run_tasks(calls: list[tuple[str, Callable[[], object]]], progress: bool) -> 
 
 def warmup(progress: bool = True) -> None:
     """Compile every fpsim kernel the tutorials use (each mode, float32 and float64 carriers,
-    with and without a monitor, accumulation), or load it from numba's cache; ``progress``
-    shows a tqdm bar."""
+    with and without a monitor, accumulation, MX block quantization), or load it from numba's
+    cache; ``progress`` shows a tqdm bar."""
     run_tasks(tasks(), progress)

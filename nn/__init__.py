@@ -83,3 +83,9 @@ __all__ += [
 
 # --- version: one home, the fpsim distribution's metadata (it ships nn too) ---
 from fpsim._version import __version__  # noqa: E402
+
+# --- fp8 and block-scaled training recipes ---
+from nn import fp8  # noqa: E402
+from nn.fp8 import fp8_autocast  # noqa: E402
+
+__all__ += ["fp8", "fp8_autocast"]

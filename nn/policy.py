@@ -2,18 +2,27 @@
 
 A policy says in which format a layer computes and in which format it keeps its variables:
 
-=====================  ==================  ==================
-policy name            compute_format      variable_format
-=====================  ==================  ==================
-``"float32"``          FP32                FP32
-``"float64"``          None (float64)      None (float64)
-``"mixed_float16"``    FP16                FP32 (master weights)
-``"mixed_bfloat16"``   BF16                FP32
-``"float16"``          FP16                FP16
-``"bfloat16"``         BF16                BF16
-``"mixed_<fmt>"``      get_format(fmt)     FP32 (e.g. ``"mixed_e4m3fn"``)
-``"<fmt>"``            get_format(fmt)     get_format(fmt) (any other fpsim format name)
-=====================  ==================  ==================
+========================  ===============  =============================================
+policy name               compute_format   variable_format
+========================  ===============  =============================================
+``"float32"``             FP32             FP32
+``"float64"``             None (float64)   None (float64)
+``"mixed_float16"``       FP16             FP32 (master weights)
+``"mixed_bfloat16"``      BF16             FP32
+``"float16"``             FP16             FP16
+``"bfloat16"``            BF16             BF16
+``"mixed_<fmt>"``         get_format(fmt)  FP32 (e.g. ``"mixed_e4m3fn"``)
+``"<fmt>"``               get_format(fmt)  get_format(fmt) (any other fpsim format name)
+``"fp8_hybrid_delayed"``  BF16             FP32; matmul inputs quantized by a recipe
+``"mixed_tf32"``          FP32             FP32; matmul inputs rounded to TF32
+========================  ===============  =============================================
+
+Recipe policies (every name in ``nn.fp8.POLICY_RECIPES``, the one table of them: per-tensor
+fp8 scaling, MX and NVFP4 block scaling, TF32) carry a recipe (``policy.recipe``): the layer's
+matmuls quantize their inputs by it (``nn.fp8``), everything else computes in the recipe's
+compute format (bf16; fp32 for "mixed_tf32") on fp32 variables. Each Policy object owns its
+recipe instance, whose per-tensor states and telemetry log are shared by the layers built
+under that Policy object.
 
 ``None`` stands for the float64 carrier with no rounding at all: it exists so that gradients
 can be checked against float64 central differences.
@@ -24,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -132,6 +142,11 @@ class Policy:
         key = name.strip().lower()
         self._name = key
         self._compute, self._variable = _parse(key)
+        from nn.fp8.recipes import recipe_for_policy  # (nn.fp8 reads nothing of this module)
+
+        self._recipe = recipe_for_policy(key)
+        if self._recipe is not None:
+            self._compute, self._variable = self._recipe.compute_format, FP32
 
     @property
     def name(self) -> str:
@@ -158,8 +173,18 @@ class Policy:
         return format_name(self._variable)
 
     @property
+    def recipe(self) -> Any:
+        """The ``nn.fp8`` recipe the layer's matmuls run under ("fp8_hybrid_delayed",
+        "mxfp8", "mixed_tf32", ...), else None."""
+        return self._recipe
+
+    @property
     def is_mixed(self) -> bool:
-        return self._compute != self._variable
+        return self._compute != self._variable or self._recipe is not None
+
+    def _key(self) -> tuple[object, ...]:
+        recipe = None if self._recipe is None else self._recipe.config()
+        return (self._compute, self._variable, recipe)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
@@ -169,21 +194,26 @@ class Policy:
                 return False
         if not isinstance(other, Policy):
             return NotImplemented
-        return (self._compute, self._variable) == (other._compute, other._variable)
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self._compute, self._variable))
+        return hash(self._key())
 
     def __repr__(self) -> str:
+        recipe = "" if self._recipe is None else f", matmuls {self._recipe!r}"
         return (
             f'<Policy "{self._name}": compute {format_name(self._compute)}, '
-            f"variables {format_name(self._variable)}>"
+            f"variables {format_name(self._variable)}{recipe}>"
         )
 
 
 def _parse(key: str) -> tuple[Format | None, Format | None]:
     if key in _FLOAT64_NAMES:
         return None, None
+    from nn.fp8.recipes import POLICY_RECIPES
+
+    if key in POLICY_RECIPES:
+        return None, None  # (the recipe sets both)
     try:
         if key.startswith("mixed_"):
             return fpsim.get_format(key[len("mixed_"):]), FP32
@@ -191,12 +221,13 @@ def _parse(key: str) -> tuple[Format | None, Format | None]:
         return fmt, fmt
     except ValueError:
         forms = ["float32", "float64", "mixed_float16", "mixed_bfloat16", "float16", "bfloat16"]
-        forms += [f"mixed_{n}" for n in fpsim.known_names()]
+        forms += [f"mixed_{n}" for n in fpsim.known_names()] + list(POLICY_RECIPES)
         hint = did_you_mean(key, list(dict.fromkeys(forms)))
         raise ValueError(
             f"unknown policy {key!r}{hint}; valid forms: 'float32', 'float64', 'mixed_float16', "
             "'mixed_bfloat16', 'float16', 'bfloat16', 'mixed_<format>' or '<format>' where "
-            f"<format> is one of: {', '.join(fpsim.known_names())}"
+            f"<format> is one of: {', '.join(fpsim.known_names())}; or a recipe policy: "
+            f"{', '.join(POLICY_RECIPES)}"
         ) from None
 
 

@@ -13,6 +13,9 @@ counts back by them; all three ask this module, so a renamed site cannot silentl
   ``op_output("Add")`` names an op's output rounding, ``op_input_grad("Linear", 0)`` ->
   ``"grad_Linear_input0"`` the gradient of an op's input that no layer named, and an op's
   backward runs in the scope ``scoped(scope, GRAD)``.
+- ``fp8_tensor("dense/Linear", "input")`` -> ``"dense/Linear/input"``: an operand of a quantized
+  matmul (``nn.fp8``), the key of its scaling state and telemetry rows (the fpsim.mx monitor
+  site of a block-scaled operand too).
 
 >>> activation_grad("dense"), weight_grad("dense/kernel"), variable_grad("dense/kernel")
 ('dense/grad_activation', 'dense/grad_kernel', 'dense/kernel/grad')
@@ -38,6 +41,12 @@ def op_output(op_name: str) -> str:
 def op_input_grad(op_name: str, index: int) -> str:
     """Where the gradient of input ``index`` of an op is rounded, when its tensor has no site."""
     return f"{GRAD}_{op_name}_input{index}"
+
+
+def fp8_tensor(op_site: str, operand: str) -> str:
+    """The name of a quantized matmul's operand (``"input"``, ``"weight"``, ``"a"``, ``"b"``,
+    ``"grad_output"``; ``"_t"`` appended for a block recipe's backward copy)."""
+    return f"{op_site}/{operand}"
 
 
 def activation_grad(layer_name: str) -> str:

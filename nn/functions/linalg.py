@@ -4,6 +4,9 @@ float32 BLAS on values of the compute format is the fp32-accumulating matrix uni
 of fp16/bf16 values are exact in fp32); the result is rounded once to the output format. In
 ``linear`` the bias is added to the fp32 accumulator before that one rounding, and a relu
 activation rides in the same numba pass (``relu(round(v)) == round(relu(v))``).
+
+Under an fp8 or block recipe (``nn.fp8_autocast`` or a recipe policy such as "mxfp8" or
+"mixed_tf32") both become ``nn.fp8.ops``'s quantized matmul, after the ``nn.autocast`` cast.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import numpy as np
 from fpsim import FP32, Format
 from nn import _kernels, rounding
 from nn.autograd import Context, Function, grad_site
+from nn.fp8.ops import linear as fp8_linear
+from nn.fp8.ops import matmul as fp8_matmul
+from nn.fp8.scope import active_run
 from nn.functions._common import autocast_lower, finish, widen
 from nn.functions.activations import relu_grad
 from nn.functions.reductions import sum as reduce_sum
@@ -108,7 +114,8 @@ class Linear(Function):
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """a @ b: compute-format inputs, fp32 accumulation, one rounding to the output format.
 
-    Inside ``nn.autocast`` both inputs are cast to the autocast format first."""
+    Inside ``nn.autocast`` both inputs are cast to the autocast format first; under an fp8
+    recipe they are then quantized by it (``nn.fp8.ops``)."""
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(
             f"matmul needs tensors of at least 2 dimensions, got shapes {a.shape} and {b.shape}"
@@ -118,6 +125,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             f"matmul: shapes {a.shape} and {b.shape} are not aligned "
             f"({a.shape[-1]} (last dimension of a) != {b.shape[-2]} (second-to-last of b))"
         )
+    run = active_run()
+    if run is not None:
+        return fp8_matmul(run, *autocast_lower(a, b))
     return MatMul.apply(*autocast_lower(a, b))
 
 
@@ -125,7 +135,8 @@ def linear(x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None
     """The dense layer's op: ``relu?(x @ w + b)`` with a single rounding of the fp32 sum.
 
     ``activation`` is None or "relu" (fused); anything else is applied by the caller.
-    Inside ``nn.autocast`` x, w and b are cast to the autocast format first.
+    Inside ``nn.autocast`` x, w and b are cast to the autocast format first; under an fp8
+    recipe x and w are then quantized by it (``nn.fp8.ops``; the bias is added in fp32).
     """
     if activation not in (None, "relu"):
         raise ValueError(f"linear fuses only activation=None or 'relu', got {activation!r}")
@@ -135,4 +146,8 @@ def linear(x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None
     if b is not None and b.shape != (w.shape[1],):
         raise ValueError(f"linear: bias of shape {b.shape}, expected ({w.shape[1]},)")
     inputs = autocast_lower(x, w) if b is None else autocast_lower(x, w, b)
+    run = active_run()
+    if run is not None:
+        return fp8_linear(run, inputs[0], inputs[1], inputs[2] if b is not None else None,
+                          activation)
     return Linear.apply(*inputs, relu=activation == "relu")

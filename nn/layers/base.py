@@ -20,6 +20,7 @@ from nn import checks, sites
 from nn import functions as F
 from nn.autocast import is_autocast_enabled
 from nn.autograd import name_scope
+from nn.fp8.scope import layer_scope as fp8_layer_scope
 from nn.layers.initializers import get_initializer, global_generator
 from nn.layers.module import Module
 from nn.layers.symbolic import route_symbolic_calls
@@ -203,7 +204,7 @@ class Layer(Module):
                 raise ValueError(f"layer '{self.name}' needs batched input, got a scalar")
             self._build_once(x.shape)
         self.check_input(x)
-        with name_scope(self.name):
+        with name_scope(self.name), fp8_layer_scope(self.policy):  # a recipe policy's matmuls
             y = self.call(x, training=training)
         if y is not x:
             y.grad_site = sites.activation_grad(self.name)

@@ -21,15 +21,15 @@ from nn import tensor
 
 ROOT = Path(nn.__file__).resolve().parent
 ENGINE_LAYERS = [
-    {"nn.sites", "nn.policy", "nn._kernels", "nn.checks"},
+    {"nn.sites", "nn.policy", "nn._kernels", "nn.checks", "nn.fp8.state", "nn.fp8.recipes"},
     {"nn.rounding", "nn.autocast", "nn.dtypes"},
     {"nn.tensor"},
-    {"nn.autograd"},
+    {"nn.autograd", "nn.fp8.scope"},
     {"nn.functions._common", "nn.functions.activations", "nn.functions.cast",
      "nn.functions.elementwise", "nn.functions.linalg", "nn.functions.losses",
      "nn.functions.reductions", "nn.functions.shape", "nn.functions",
      "nn.functions.accumulate", "nn.functions.attention", "nn.functions.conv",
-     "nn.functions.embedding", "nn.functions.norm"},
+     "nn.functions.embedding", "nn.functions.norm", "nn.fp8.ops"},
 ]
 
 

@@ -1,0 +1,290 @@
+"""fp8 and block-scaled training recipes: how each matmul operand is quantized.
+
+A recipe turns a matmul operand (an activation, a weight, or the incoming gradient in the
+backward pass) into values of a narrow format plus a float32 inverse scale; ``nn.fp8.ops``
+multiplies the quantized operands with fp32 accumulation and undoes the scales on the fp32
+result (Transformer Engine's GEMM: ``(A_q @ B_q) * (scale_inv_a * scale_inv_b)``), then
+rounds once to the op's output format (the compute format, e.g. bf16).
+
+- ``DelayedScaling(fp8_format="hybrid"|"e4m3", amax_history_len=16,
+  amax_compute_algo="max"|"most_recent", margin=0)``: one ``ScalingState`` per tensor
+  (``nn.fp8.state``); the tensor is cast with the scale from *earlier* steps, then its amax
+  updates the state. "hybrid": E4M3 (OCP E4M3FN, max 448) for activations and weights (role
+  "forward"), E5M2 (max 57344) for gradients (role "backward"); "e4m3": E4M3 for both.
+- ``CurrentScaling(fp8_format, margin=0)``: just-in-time scaling, ``scale = fp8_max / amax``
+  of the tensor itself; a zero or non-finite amax gives scale 1 (TE's
+  ``compute_scale_from_amax``).
+- ``BlockScaling(fmt, backward=None)``: the OCP MX formats and NVFP4 through
+  ``fpsim.mx.quantize`` along the matmul's inner dimension (blocks of a row of A and of a
+  column of B), scale rounding as fpsim.mx's default for the format; ``backward`` is the
+  gradients' block format (default: the same).
+- ``TF32Inputs()``: matmul inputs rounded (nearest even) to TF32, no scale: Ampere's default
+  for fp32 matmuls (policy "mixed_tf32").
+
+Per-tensor cast: ``x * scale`` is computed exactly (float64 holds the product of two float32
+values) and rounded once, nearest even, *saturating* to +-max (TE casts with satfinite; NaN
+stays NaN). Telemetry of every quantization goes to ``recipe.log`` (``TelemetryLog``); an
+active ``fpsim.monitor`` also counts each cast at the tensor's name (``m.counts`` for
+per-tensor and TF32 casts, ``m.blocks`` for block formats).
+
+Policies (``nn.Policy(name)``; fp32 master weights, compute format bf16 unless noted):
+``POLICY_RECIPES`` below is the one table of names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+import fpsim
+from fpsim import BF16, E4M3FN, E5M2, FP32, TF32, Format
+from fpsim import mx as fpsim_mx
+from fpsim._names import unknown_name
+from nn.fp8.state import ScalingState, TelemetryLog, TensorRecord
+
+ROLES = ("forward", "backward")
+FP8_FORMATS: dict[str, tuple[Format, Format]] = {  # fp8_format -> (forward, backward)
+    "hybrid": (E4M3FN, E5M2),
+    "e4m3": (E4M3FN, E4M3FN),
+}
+
+
+def _role(role: str) -> int:
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES} (forward: activations and weights; "
+                         f"backward: gradients), got {role!r}")
+    return ROLES.index(role)
+
+
+def _amax(x: np.ndarray) -> float:
+    """max |x| (NaN if x holds a NaN, inf if an inf); 0 for an empty x."""
+    return float(np.max(np.abs(x))) if x.size else 0.0
+
+
+class Recipe:
+    """What every recipe offers: ``format(role)``, ``quantize``, ``log``, ``states``.
+
+    ``per_tensor``: one scale per tensor, so the backward reuses the forward's quantized
+    operands (transposing is exact); block recipes re-quantize along the new inner dimension.
+    ``compute_format``: the compute format of the recipe's policy.
+    """
+
+    per_tensor = True
+    compute_format: Format = BF16
+    policy_name: str | None = None  # set on recipes made from a policy name
+
+    def __init__(self) -> None:
+        self.states: dict[str, ScalingState] = {}
+        self.log = TelemetryLog()
+
+    def format(self, role: str) -> Format | fpsim_mx.BlockFormat:
+        raise NotImplementedError
+
+    def quantize(self, x: np.ndarray, name: str, role: str, axis: int = -1
+                 ) -> tuple[np.ndarray, float]:
+        """(values of ``x`` quantized, in x's carrier; float32 inverse scale). ``name`` keys the
+        tensor's state and log rows; ``axis`` is the inner dimension (block recipes)."""
+        raise NotImplementedError
+
+    def config(self) -> tuple[object, ...]:
+        """The settings that make two recipes compute alike (for Policy equality)."""
+        return (type(self).__name__,)
+
+    def reset(self) -> None:
+        """Forget every tensor's state and the telemetry log."""
+        self.states.clear()
+        self.log.clear()
+
+
+class _PerTensor(Recipe):
+    current = False
+
+    def __init__(self, fp8_format: str = "hybrid", amax_history_len: int = 16,
+                 amax_compute_algo: str = "max", margin: int = 0) -> None:
+        super().__init__()
+        if fp8_format not in FP8_FORMATS:
+            raise ValueError(f"fp8_format must be one of {tuple(FP8_FORMATS)}, got "
+                             f"{fp8_format!r}")
+        self.fp8_format = fp8_format
+        self.amax_history_len = amax_history_len
+        self.amax_compute_algo = amax_compute_algo
+        self.margin = margin
+        self.new_state("forward")  # validates the numbers now, not at the first matmul
+
+    def format(self, role: str) -> Format:
+        """E4M3FN for "forward"; E5M2 (hybrid) or E4M3FN for "backward"."""
+        return FP8_FORMATS[self.fp8_format][_role(role)]
+
+    def new_state(self, role: str) -> ScalingState:
+        """A fresh ``ScalingState`` (scale 1, zero history) for a tensor of ``role``."""
+        fmt = self.format(role)
+        return ScalingState(fmt.max, self.amax_history_len, self.amax_compute_algo,
+                            self.margin, fmt)
+
+    def state(self, name: str, role: str) -> ScalingState:
+        """The state of tensor ``name`` (made on first use)."""
+        found = self.states.get(name)
+        if found is None:
+            found = self.states[name] = self.new_state(role)
+        return found
+
+    def quantize(self, x: np.ndarray, name: str, role: str, axis: int = -1
+                 ) -> tuple[np.ndarray, float]:
+        state = self.state(name, role)
+        fmt = self.format(role)
+        amax = _amax(x)
+        step = state.steps
+        if self.current:
+            state.update(amax)
+            if not (math.isfinite(amax) and amax > 0):
+                state.scale = 1.0  # TE's current scaling: no usable amax, scale 1
+        scale = state.scale
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = np.asarray(x, np.float64) * scale  # exact: 24 x 24 bits < 53
+            q = np.asarray(fpsim.round(scaled, fmt, overflow="saturate", site=name))
+            finite = np.isfinite(scaled)
+            saturated = int(np.count_nonzero(finite & (np.abs(scaled) > fmt.max)))
+        flushed = int(np.count_nonzero((scaled != 0) & (q == 0)))
+        self.log.append(TensorRecord(name, role, fmt.name, step, amax, scale, int(x.size),
+                                     saturated, flushed))
+        if not self.current:
+            state.update(amax)
+        return q.astype(x.dtype), float(np.float32(1.0) / np.float32(scale))
+
+    def config(self) -> tuple[object, ...]:
+        return (type(self).__name__, self.fp8_format, self.amax_history_len,
+                self.amax_compute_algo, self.margin)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(fp8_format={self.fp8_format!r}, amax_history_len="
+                f"{self.amax_history_len}, amax_compute_algo={self.amax_compute_algo!r}, "
+                f"margin={self.margin})")
+
+
+class DelayedScaling(_PerTensor):
+    """Transformer Engine's delayed scaling: each tensor cast with the scale its amax history
+    gave before this step, then its own amax joins the history (``nn.fp8.state``).
+
+    >>> recipe = DelayedScaling(fp8_format="hybrid", amax_history_len=16)
+    >>> recipe.format("forward").name, recipe.format("backward").name
+    ('float8_e4m3fn', 'float8_e5m2')
+    >>> state = recipe.new_state("forward")
+    >>> state.scale, state.update(4.0), state.update(0.0)
+    (1.0, 112.0, 112.0)
+    """
+
+
+class CurrentScaling(_PerTensor):
+    """Just-in-time per-tensor scaling (TE's Float8CurrentScaling): ``scale = fp8_max / amax``
+    of the tensor being cast (divided by ``2**margin``); no history; a zero or non-finite amax
+    gives scale 1."""
+
+    current = True
+
+    def __init__(self, fp8_format: str = "hybrid", margin: int = 0) -> None:
+        super().__init__(fp8_format, 1, "most_recent", margin)
+
+    def __repr__(self) -> str:
+        return f"CurrentScaling(fp8_format={self.fp8_format!r}, margin={self.margin})"
+
+
+class BlockScaling(Recipe):
+    """Block-scaled matmul inputs: ``fpsim.mx.quantize(x, fmt, axis=inner)`` (one scale per
+    block of 32, E8M0 for MX; 16 with E4M3 scales and a tensor scale for NVFP4).
+
+    >>> BlockScaling("mxfp8_e4m3").format("backward").name
+    'mxfp8_e4m3'
+    """
+
+    per_tensor = False
+
+    def __init__(self, fmt: str = "mxfp8_e4m3", backward: str | None = None) -> None:
+        super().__init__()
+        self._steps: dict[str, int] = {}
+        self.forward_format = fpsim_mx.get_block_format(fmt)
+        self.backward_format = fpsim_mx.get_block_format(backward or fmt)
+
+    def format(self, role: str) -> fpsim_mx.BlockFormat:
+        return (self.forward_format, self.backward_format)[_role(role)]
+
+    def quantize(self, x: np.ndarray, name: str, role: str, axis: int = -1
+                 ) -> tuple[np.ndarray, float]:
+        bf = self.format(role)
+        step = self._steps.get(name, 0)
+        self._steps[name] = step + 1
+        with fpsim.monitor() as m, np.errstate(over="ignore", invalid="ignore"):
+            q = fpsim_mx.quantize(x, bf, axis=axis, site=name)
+        row = m.blocks.get(name, {"saturated": 0, "flushed": 0})
+        self.log.append(TensorRecord(name, role, bf.name, step, _amax(x), 1.0, int(x.size),
+                                     int(row["saturated"]), int(row["flushed"])))
+        return q, 1.0
+
+    def config(self) -> tuple[object, ...]:
+        return (type(self).__name__, self.forward_format.name, self.backward_format.name)
+
+    def reset(self) -> None:
+        super().reset()
+        self._steps.clear()
+
+    def __repr__(self) -> str:
+        return (f"BlockScaling({self.forward_format.name!r}, backward="
+                f"{self.backward_format.name!r})")
+
+
+class TF32Inputs(Recipe):
+    """Matmul inputs rounded to TF32 (10 mantissa bits, fp32's range), products summed in fp32,
+    the result in fp32: what Ampere-class GPUs do to fp32 matmuls by default. No scale and no
+    telemetry (TF32 neither saturates nor flushes what fp32 holds)."""
+
+    compute_format = FP32
+
+    def format(self, role: str) -> Format:
+        _role(role)
+        return TF32
+
+    def quantize(self, x: np.ndarray, name: str, role: str, axis: int = -1
+                 ) -> tuple[np.ndarray, float]:
+        return np.asarray(fpsim.round(x, TF32, site=name)).astype(x.dtype, copy=False), 1.0
+
+    def __repr__(self) -> str:
+        return "TF32Inputs()"
+
+
+# The policy names that carry a recipe: name -> factory (one recipe instance per Policy).
+POLICY_RECIPES: dict[str, Callable[[], Recipe]] = {
+    "fp8_hybrid_delayed": lambda: DelayedScaling("hybrid"),
+    "fp8_e4m3_delayed": lambda: DelayedScaling("e4m3"),
+    "fp8_hybrid_current": lambda: CurrentScaling("hybrid"),
+    "fp8_e4m3_current": lambda: CurrentScaling("e4m3"),
+    "mxfp8": lambda: BlockScaling("mxfp8_e4m3"),
+    "mxfp8_hybrid": lambda: BlockScaling("mxfp8_e4m3", backward="mxfp8_e5m2"),
+    "mxfp6_e3m2": lambda: BlockScaling("mxfp6_e3m2"),
+    "mxfp6_e2m3": lambda: BlockScaling("mxfp6_e2m3"),
+    "mxfp4": lambda: BlockScaling("mxfp4_e2m1"),
+    "mxint8": lambda: BlockScaling("mxint8"),
+    "nvfp4": lambda: BlockScaling("nvfp4"),
+    "mixed_tf32": TF32Inputs,
+}
+
+
+def recipe_for_policy(name: str) -> Recipe | None:
+    """A new recipe for policy ``name`` (lower case), or None if the name carries none."""
+    factory = POLICY_RECIPES.get(name)
+    if factory is None:
+        return None
+    recipe = factory()
+    recipe.policy_name = name
+    return recipe
+
+
+def get_recipe(recipe: Recipe | str) -> Recipe:
+    """A Recipe, or a new one from a policy name in ``POLICY_RECIPES``."""
+    if isinstance(recipe, Recipe):
+        return recipe
+    found = recipe_for_policy(recipe.strip().lower()) if isinstance(recipe, str) else None
+    if found is None:
+        raise ValueError(unknown_name("fp8 recipe", recipe, POLICY_RECIPES,
+                                      "known recipe names"))
+    return found

@@ -1,0 +1,159 @@
+"""Where a recipe applies: ``nn.fp8_autocast(recipe)`` and the layers of a recipe policy.
+
+The active recipe is per thread (a ContextVar holding a ``Run``). ``matmul`` and ``linear``
+(so Dense, Linear, Conv2D through im2col, and attention's products) ask ``active_run()``; when
+a run is active they become quantized matmuls (``nn.fp8.ops``).
+
+- ``with nn.fp8_autocast(recipe):`` (Transformer Engine's ``fp8_autocast``): every matmul
+  inside runs under ``recipe`` (a Recipe or a policy name such as "fp8_hybrid_delayed"),
+  whatever the policy of the layer it runs in. ``enabled=False`` runs every matmul inside
+  unquantized: it switches off an outer block and the layers' recipe policies alike.
+- A layer whose policy carries a recipe (``nn.Policy("mxfp8")``) runs its own matmuls under it;
+  a layer with a plain policy inside such a layer runs without one (Keras's per-layer dtypes:
+  a final ``Dense(dtype="float32")`` stays fp32). An explicit ``fp8_autocast`` wins over both.
+
+Tensor names: the state (and log rows) of an operand are keyed by where it is used:
+``"<scope>/<Op>/<operand>"`` (``nn.sites.fp8_tensor``), e.g. ``"dense/Linear/input"``; the
+k-th use of the same op in one scope during one run gets ``"<Op>_k"``. A run starts at the
+outermost ``fp8_autocast`` block or at the outermost layer of a recipe policy, so one forward
+pass is one step of every tensor's state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any
+
+from nn import sites
+from nn.fp8.recipes import Recipe, get_recipe
+
+
+class Run:
+    """One forward pass under a recipe: the recipe and how often each op site was used.
+    ``recipe`` None: an ``fp8_autocast(enabled=False)`` block (no recipe, policies ignored)."""
+
+    def __init__(self, recipe: Recipe | None, explicit: bool) -> None:
+        self.recipe = recipe
+        self.explicit = explicit  # from fp8_autocast (beats layer policies)
+        self._uses: dict[str, int] = {}
+
+    def op_site(self, op_name: str) -> str:
+        """``"<scope>/<Op>"`` for this use of the op (``"<Op>_k"`` for the k-th repeat)."""
+        from nn.autograd import current_scope  # (nn.policy imports this package: no cycle)
+
+        base = sites.scoped(current_scope(), op_name)
+        k = self._uses.get(base, 0)
+        self._uses[base] = k + 1
+        return base if k == 0 else f"{base}_{k}"
+
+
+_RUN: contextvars.ContextVar[Run | None] = contextvars.ContextVar("nn_fp8_run", default=None)
+
+
+def active_run() -> Run | None:
+    """The recipe run of this thread's innermost fp8 scope, else None (also inside
+    ``fp8_autocast(enabled=False)``)."""
+    run = _RUN.get()
+    return None if run is None or run.recipe is None else run
+
+
+def active_recipe() -> Recipe | None:
+    """The recipe matmuls run under here, else None."""
+    run = active_run()
+    return None if run is None else run.recipe
+
+
+class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with``)
+    """Run every matmul inside under ``recipe`` (see the module docstring).
+
+    Parameters
+    ----------
+    recipe:
+        A ``Recipe``, or a policy name from ``POLICY_RECIPES`` (a new recipe each time: keep
+        the object to read its log). Default: ``DelayedScaling()``, as Transformer Engine's
+        default recipe before Blackwell.
+    enabled:
+        False runs the block without any recipe (switching off an enclosing one).
+
+    Blocks nest; an inner block of the same recipe continues the outer pass.
+
+    >>> from nn.fp8 import DelayedScaling
+    >>> with fp8_autocast(DelayedScaling()) as ctx:
+    ...     active_recipe() is ctx.recipe
+    True
+    """
+
+    def __init__(self, recipe: Recipe | str | None = None, enabled: bool = True) -> None:
+        if not isinstance(enabled, bool):
+            raise TypeError(f"fp8_autocast: enabled must be True or False, got {enabled!r}")
+        if recipe is None:
+            from nn.fp8.recipes import DelayedScaling
+
+            recipe = DelayedScaling()
+        self.recipe = get_recipe(recipe)
+        self.enabled = enabled
+        self._tokens: list[contextvars.Token[Run | None]] = []
+
+    def __enter__(self) -> fp8_autocast:
+        outer = _RUN.get()
+        run: Run | None
+        if not self.enabled:
+            run = Run(None, explicit=True)
+        elif outer is not None and outer.recipe is self.recipe:
+            run = outer  # nested block of the same recipe: the same pass
+        else:
+            run = Run(self.recipe, explicit=True)
+        self._tokens.append(_RUN.set(run))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _RUN.reset(self._tokens.pop())
+
+    def __repr__(self) -> str:
+        return f"fp8_autocast({self.recipe!r}, enabled={self.enabled})"
+
+
+@contextlib.contextmanager
+def _set(run: Run | None) -> Iterator[None]:
+    token = _RUN.set(run)
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
+
+
+def layer_scope(policy: Any) -> contextlib.AbstractContextManager[None]:
+    """What a layer's call runs inside: its policy's recipe (unless an explicit
+    ``fp8_autocast`` is active, which wins), or no recipe for a plain policy inside a recipe
+    layer; a no-op when nothing changes."""
+    active = _RUN.get()
+    if active is not None and active.explicit:
+        return contextlib.nullcontext()
+    recipe = getattr(policy, "recipe", None)
+    if recipe is None:
+        return contextlib.nullcontext() if active is None else _set(None)
+    if active is not None and active.recipe is recipe:
+        return contextlib.nullcontext()
+    return _set(Run(recipe, explicit=False))
+
+
+def recipes_of(model: Any) -> list[Recipe]:
+    """The recipes of ``model``'s policies and those of every layer inside it, each once, in
+    depth-first order: where their telemetry logs are (``[r.log for r in recipes_of(m)]``).
+
+    Layers built under one Policy object (``nn.set_global_policy("mxfp8")``) share one recipe;
+    layers given ``dtype="mxfp8"`` one by one each have their own.
+    """
+    found: dict[int, Recipe] = {}
+
+    def visit(layer: Any) -> None:
+        recipe = getattr(getattr(layer, "policy", None), "recipe", None)
+        if recipe is not None:
+            found.setdefault(id(recipe), recipe)
+        for inner in getattr(layer, "layers", None) or []:
+            visit(inner)
+
+    visit(model)
+    return list(found.values())
