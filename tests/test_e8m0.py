@@ -4,6 +4,7 @@ rounding mode (fpsim.rounding's module docstring states the rule)."""
 from __future__ import annotations
 
 import math
+import os
 
 import ml_dtypes
 import numpy as np
@@ -58,6 +59,18 @@ def test_round_to_e8m0_equals_ml_dtypes_on_a_sweep_of_float32_patterns():
     got = fpsim.round(x, E8M0FNU)
     ok = same(got, ml(x))
     assert ok.all(), (x[~ok][:5], got[~ok][:5], ml(x)[~ok][:5])
+
+
+@pytest.mark.skipif(not os.environ.get("FPSIM_FULL_SWEEP"), reason="set FPSIM_FULL_SWEEP=1")
+def test_round_to_e8m0_equals_ml_dtypes_on_every_float32_pattern():
+    """All 2^32 float32 bit patterns, in chunks (a few minutes):
+    ``FPSIM_FULL_SWEEP=1 python -m pytest tests/test_e8m0.py -k every_float32``."""
+    chunk = 1 << 26
+    for start in range(0, 1 << 32, chunk):
+        x = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        got = fpsim.round(x, E8M0FNU)
+        ok = same(got, ml(x))
+        assert ok.all(), (x[~ok][:5], got[~ok][:5], ml(x)[~ok][:5])
 
 
 @pytest.mark.parametrize(
