@@ -1,0 +1,85 @@
+"""Experiments 1-6 (nn.experiments) at CI size: each one's measured effect and its direction.
+The full-size numbers (the README's and ``fpsim compare``'s) are checked by the slow tests.
+
+Oracles: the float32 run (and the fp32-slot, fp32-accumulation, fp32-statistics runs) of the
+same model, same weights and batches; fpsim.monitor's counts; a float64 sum."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from nn import experiments as ex
+from nn.datasets import text
+
+CI = ex.LMConfig(sequence_length=32, batch_size=16, embed_dim=16, ff_dim=32, steps=12)
+
+
+def test_the_corpus_is_python_s_documentation_and_the_windows_predict_the_next_character():
+    corpus = text.load_python_docs()
+    assert corpus.source == "pydoc_data.topics" and len(corpus.text) > 100_000
+    (x, y), (x_test, y_test) = text.char_dataset(16, 8, seed=3)
+    assert x.shape == y.shape == (8, 16) and x_test.shape == (2, 16)
+    np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+    assert x.max() < text.VOCABULARY and x.dtype.kind == "i"
+
+
+@pytest.fixture(scope="module")
+def underflow():
+    return ex.underflow_from_averaging(CI)
+
+
+def test_unscaled_mixed_float16_flushes_activation_gradients_that_loss_scaling_keeps(underflow):
+    unscaled = underflow.run("mixed_float16, no scaling")
+    scaled = underflow.run("mixed_float16 + dynamic")
+    assert unscaled.activation_underflow > 0.005
+    assert unscaled.activation_subnormal > 0.5  # most keep only a few bits
+    assert scaled.activation_underflow == 0.0 and scaled.activation_subnormal < 0.01
+    assert underflow.run("float32").activation_underflow == 0.0
+    assert underflow.extra["positions"] == CI.batch_size * CI.sequence_length
+
+
+def test_every_run_of_an_experiment_sees_the_same_first_batch_and_weights(underflow):
+    losses = [r.history.step_loss[0] for r in underflow.runs]
+    assert max(losses) - min(losses) < 1e-2  # only the rounding differs at step 0
+
+
+def test_pure_float16_weights_swamp_far_more_updates_than_fp32_masters():
+    result = ex.master_weights(CI)
+    shares = result.extra["swamped_share"]
+    pure, mixed = shares["float16 (no master)"], shares["mixed_float16 (fp32 masters)"]
+    assert pure > 0.05 and pure >= 10 * mixed
+
+
+def test_fp16_accumulation_swamps_additions_of_the_kernel_gradient_sum():
+    swamping = ex.stories.kernel_gradient_swamping(CI)
+    assert swamping["swamped_additions"] > 0.01
+    assert 1e-4 < swamping["relative_error"] < 0.5
+
+
+def test_adam_with_fp16_slots_diverges_at_once_where_fp32_slots_train():
+    result = ex.adam_state(CI.with_(steps=4))
+    fp32, fp16 = result.runs
+    assert fp32.nan_step is None and math.isfinite(fp32.test_loss)
+    assert fp16.nan_step == 1  # the first update divided by v = eps = 0
+    assert result.extra["v_flushed"] > 0.3 and result.extra["nonfinite_weights"] > 0.3
+
+
+def test_mixed_bfloat16_needs_no_scale_and_nothing_underflows():
+    result = ex.bf16_vs_fp16(CI)
+    bf16 = result.run("mixed_bfloat16")
+    assert bf16.final_loss_scale is None and bf16.activation_underflow == 0.0
+    assert abs(result.gap("mixed_bfloat16")) < 0.1
+
+
+def test_fp16_statistics_run_and_report_their_first_nonfinite_step_or_none():
+    result = ex.fp32_statistics(CI)
+    assert result.runs[0].nan_step is None
+    assert ex.findings(result)[0].startswith("fp16 statistics: first non-finite loss at")
+
+
+@pytest.mark.parametrize("name", sorted(ex.EXPERIMENTS))
+def test_every_experiment_has_a_title_and_findings_text(name):
+    assert name in ex.EXPERIMENT_TITLES and name in ex.experiment_names()
