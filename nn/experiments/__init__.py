@@ -56,7 +56,7 @@ from nn.experiments.stories import (
 from nn.experiments.stories import warm_up as warm_up_experiment
 
 # ``fpsim compare``'s story when none is named (see the README for why this one)
-DEFAULT_EXPERIMENT = "underflow"
+DEFAULT_EXPERIMENT = "adam-state"
 EXPERIMENT_TITLES: dict[str, str] = {
     **TITLES, "digits": "the 8x8 digits MLP (loss x 2^-18, a teaching device)"}
 

@@ -40,8 +40,8 @@ class LMConfig:
     ff_dim: int = 64
     blocks: int = 1
     steps: int = 150
-    optimizer: str = "sgd"
-    learning_rate: float = 0.5
+    optimizer: str = "adam"
+    learning_rate: float = 3e-3
     momentum: float = 0.9
     seed: int = 0
 
@@ -149,7 +149,7 @@ def train_lm(label: str, config: LMConfig, policy: str, optimizer: Any, *,
     model.compile(optimizer, SparseCategoricalCrossentropy(from_logits=True))
     start = time.perf_counter()
     history = model.fit(x, y, batch_size=config.batch_size, epochs=1, shuffle=False,
-                        verbose=0, loss_scale=None if loss_scale == "dynamic" else loss_scale,
+                        verbose=0, loss_scale=loss_scale,
                         telemetry=telemetry)
     with np.errstate(all="ignore"):  # a diverged run evaluates to NaN, reported as such
         scores = model.evaluate(x_test, y_test, batch_size=256, verbose=0, return_dict=True)

@@ -78,10 +78,14 @@ def underflow_from_averaging(config: LMConfig = DEFAULT) -> ExperimentResult:
 
 
 # --- 2 ----------------------------------------------------------------------------------------
-def master_weights(config: LMConfig = DEFAULT) -> ExperimentResult:
+def master_weights(config: LMConfig = DEFAULT, learning_rate: float = 1e-4
+                   ) -> ExperimentResult:
     """fp32 master weights (mixed_float16) against pure float16 weights, both loss-scaled so
-    that underflow is not the difference: in fp16 an update below half an ulp of its weight is
-    lost (``swamped_updates``; ``extra["swamped_share"]`` per run: swamped / updates made)."""
+    that underflow is not the difference, at ``learning_rate`` (default 1e-4, a late-training
+    or fine-tuning rate: Adam's steps are then about 1e-4, below half an ulp of every fp16
+    weight above 0.25). In fp16 such an update is lost (``swamped_updates``;
+    ``extra["swamped_share"]`` per run: swamped / updates made)."""
+    config = config.with_(learning_rate=learning_rate)
     runs = [
         train_lm("mixed_float16 (fp32 masters)", config, "mixed_float16", _opt(config),
                  loss_scale="dynamic"),
@@ -91,7 +95,7 @@ def master_weights(config: LMConfig = DEFAULT) -> ExperimentResult:
     shares = {r.label: r.swamped_updates / max(_updates(config, r), 1) for r in runs}
     return ExperimentResult(
         "master-weights", "fp32 master weights vs pure float16 weights", config,
-        f"Adam's learning rate {config.learning_rate:g} against the weights' half-ulp", runs,
+        f"the learning rate {learning_rate:g}: updates below half an ulp of fp16 weights", runs,
         {"swamped_share": shares})
 
 
@@ -112,16 +116,32 @@ def fp32_statistics(config: LMConfig = DEFAULT) -> ExperimentResult:
     against the same layers given dtype="float16" (softmax, mean and variance in fp16; their
     weights fp16 too), both loss-scaled. ``extra["first_overflow"]`` is the first forward site
     that overflowed in the fp16-statistics model on the last batch, or None."""
+    fp16_model = build_lm(config, "mixed_float16", stats_dtype="float16")
     runs = [
         train_lm("fp32 statistics", config, "mixed_float16", _opt(config),
                  loss_scale="dynamic"),
         train_lm("fp16 statistics", config, "mixed_float16", _opt(config),
-                 loss_scale="dynamic", model=build_lm(config, "mixed_float16",
-                                                      stats_dtype="float16")),
+                 loss_scale="dynamic", model=fp16_model),
     ]
     return ExperimentResult(
         "statistics", "fp32 vs fp16 softmax and LayerNorm statistics", config,
-        "none: the statistics' format is the only difference", runs)
+        "none: the statistics' format is the only difference", runs,
+        forward_events(fp16_model, config))
+
+
+def forward_events(model: Any, config: LMConfig) -> dict[str, Any]:
+    """One forward pass of the trained ``model`` on the first held-out batch under
+    ``fpsim.monitor``: the share of rounded values that overflowed and that underflowed, and
+    the first site (in rounding order) where a value overflowed (None if none did)."""
+    _, (x_test, _) = data_for(config)
+    with fpsim.monitor() as m, nn.no_grad(), np.errstate(all="ignore"):
+        model(x_test[:config.batch_size], training=False)
+    total = sum(c["elements"] for c in m.counts.values())
+    overflow = sum(c.get("overflow", 0) for c in m.counts.values())
+    underflow = sum(c.get("underflow", 0) for c in m.counts.values())
+    first = next((site for site, c in m.counts.items() if c.get("overflow", 0)), None)
+    return {"forward_overflow": overflow / max(total, 1),
+            "forward_underflow": underflow / max(total, 1), "first_overflow_site": first}
 
 
 # --- 4 ----------------------------------------------------------------------------------------
@@ -285,8 +305,12 @@ def findings(result: ExperimentResult) -> list[str]:
     elif r.name == "statistics":
         bad = r.runs[1]
         where = "no step" if bad.nan_step is None else f"step {bad.nan_step}"
-        lines.append(f"fp16 statistics: first non-finite loss at {where}; held-out loss "
-                     f"{r.gap(bad.label, r.runs[0].label):+.3f} vs fp32 statistics")
+        lines += [
+            f"fp16 statistics: first non-finite loss at {where}; held-out loss "
+            f"{r.gap(bad.label, r.runs[0].label):+.3f} vs fp32 statistics",
+            f"its forward pass on held-out text: {r.extra['forward_overflow']:.2%} of rounded "
+            f"values overflowed (first at {r.extra['first_overflow_site']}), "
+            f"{r.extra['forward_underflow']:.2%} underflowed"]
     elif r.name == "accumulation":
         lines += [
             f"first batch, logits kernel gradient over {r.config.positions} positions in an "
