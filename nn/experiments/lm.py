@@ -86,12 +86,15 @@ def build_lm(config: LMConfig, policy: str, *, stats_dtype: str | None = None,
             for block in blocks:
                 for sub in (block.attention, block.ln1, block.ln2):
                     sub.policy = as_policy(stats_dtype)  # before the first call builds it
-        return nn.Sequential([
+        model = nn.Sequential([
             layers.TokenAndPositionEmbedding(text.VOCABULARY, config.sequence_length,
                                              config.embed_dim),
             *blocks,
             nn.Dense(text.VOCABULARY, accumulator=accumulator),
         ])
+        with nn.no_grad():  # build now: the weights are drawn right after the seed
+            model(np.zeros((1, config.sequence_length), np.int64))
+    return model
 
 
 @functools.lru_cache(maxsize=4)

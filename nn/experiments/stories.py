@@ -106,7 +106,6 @@ def _updates(config: LMConfig, run: LMRun) -> int:
 
 def _parameter_count(config: LMConfig) -> int:
     model = build_lm(config, "float32")
-    model(np.zeros((1, config.sequence_length), np.int64))
     return sum(v.size for v in model.trainable_variables)
 
 
