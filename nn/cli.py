@@ -151,10 +151,13 @@ def experiment_table(result: ex.ExperimentResult) -> str:
     def loss(v: float) -> str:
         return "nan" if not math.isfinite(v) else f"{v:.3f}"
 
+    def share(r: ex.LMRun, v: float) -> str:
+        return f"{v:.1%}" if r.telemetry else "-"  # "-": not counted in this experiment
+
     return _table(header, [
         (r.label, loss(r.test_loss), "-" if i == 0 else (
             "nan" if not math.isfinite(r.test_loss) else f"{r.test_loss - first:+.3f}"),
-         f"{r.activation_underflow:.1%}", f"{r.activation_subnormal:.1%}",
+         share(r, r.activation_underflow), share(r, r.activation_subnormal),
          f"{r.swamped_updates:,}", str(r.skipped_steps), _scale(r.final_loss_scale),
          "-" if r.nan_step is None else str(r.nan_step), f"{r.wall_time:.1f} s")
         for i, r in enumerate(result.runs)])

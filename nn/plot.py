@@ -175,14 +175,21 @@ def experiment_figure(result: Any, path: str | Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
     step_loss_curves({r.label: r.history for r in result.runs}, ax=axes[0])
     shown = next((r for r in result.runs if r.activation_underflow > 0), result.runs[0])
-    if shown.history.exponent_counts["activation"].any():
+    if "second_moments" in result.extra:  # the Adam-state experiment: v against fp16
+        import fpsim.plot
+
+        ax = fpsim.plot.exponent_histogram(result.extra["second_moments"], "fp16", ax=axes[1])
+        share = ax.get_title().split(": ", 1)[-1]
+        ax.set_title("Adam's second moments v after one step (fp32 slots) against fp16's "
+                     f"range\n(in fp16: {share})", fontsize="medium")
+    elif shown.history.exponent_counts["activation"].any():
         ax = gradient_exponents(shown.history, "fp16", ax=axes[1])
         ax.set_title(f"{shown.label}: activation gradients as stored\n"
                      f"({shown.activation_underflow:.1%} flushed to 0 while rounding)",
                      fontsize="medium")
     else:
         axes[1].set_axis_off()
-    fig.suptitle(f"{result.title}: {result.config.describe()}", fontsize="medium")
+    fig.suptitle(f"{result.title}\n{result.config.describe()}", fontsize="medium")
     path = Path(path)
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -124,6 +124,7 @@ class LMRun:
     nan_step: int | None
     wall_time: float
     history: History = field(repr=False)
+    telemetry: bool = True  # False: the gradient shares were not counted (they read 0)
 
     def summary(self) -> dict[str, Any]:
         """The plain numbers (no history)."""
@@ -169,4 +170,4 @@ def train_lm(label: str, config: LMConfig, policy: str, optimizer: Any, *,
         skipped_steps=history.skipped_steps,
         final_loss_scale=None if scaler is None else scaler.loss_scale,
         nan_step=first_nonfinite_step(history), wall_time=time.perf_counter() - start,
-        history=history)
+        history=history, telemetry=telemetry)
