@@ -30,7 +30,7 @@ def test_the_corpus_is_python_s_documentation_and_the_windows_predict_the_next_c
 @pytest.fixture(scope="module")
 def underflow():
     # the knob: the mean over 32 x 64 = 2048 positions, as the full-size experiment
-    return ex.underflow_from_averaging(CI.with_(sequence_length=64, batch_size=32, steps=6))
+    return ex.underflow_from_averaging(CI.with_(sequence_length=64, batch_size=32, steps=3))
 
 
 def test_averaging_over_2048_positions_leaves_unscaled_fp16_gradients_subnormal(underflow):
