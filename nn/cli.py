@@ -188,11 +188,11 @@ def _compare_experiment(args: argparse.Namespace, out: Path) -> None:
     config = ex.DEFAULT.with_(steps=steps)
     run = ex.EXPERIMENTS[args.experiment]
     print(f"experiment {args.experiment}: {ex.EXPERIMENT_TITLES[args.experiment]}")
-    print(config.describe())
     warm = ex.warm_up_experiment(args.experiment)
     print(f"one-time compilation and warm-up (the experiment at 2 steps, not in the times "
           f"below): {warm:.1f} s", flush=True)
     result = run(config)
+    print(result.config.describe())  # as run: an experiment may set its own learning rate
     print(f"knob: {result.knob}")
     print(experiment_table(result))
     for line in ex.findings(result):
