@@ -156,7 +156,7 @@ def experiment_table(result: ex.ExperimentResult) -> str:
 
     return _table(header, [
         (r.label, loss(r.test_loss), "-" if i == 0 else (
-            "nan" if not math.isfinite(r.test_loss) else f"{r.test_loss - first:+.3f}"),
+            "nan" if not math.isfinite(r.test_loss) else f"{r.test_loss - first:+.4f}"),
          share(r, r.activation_underflow), share(r, r.activation_subnormal),
          f"{r.swamped_updates:,}", str(r.skipped_steps), _scale(r.final_loss_scale),
          "-" if r.nan_step is None else str(r.nan_step), f"{r.wall_time:.1f} s")

@@ -254,15 +254,36 @@ def first_step_second_moments(config: LMConfig, epsilon: float) -> dict[str, Any
 def bf16_vs_fp16(config: LMConfig = DEFAULT) -> ExperimentResult:
     """float32, mixed_float16 with dynamic loss scaling, and mixed_bfloat16 with none: bf16
     has fp32's exponent range (nothing underflows, no scale needed) and 8 significant bits
-    instead of fp16's 11 -- its price is the held-out loss gap to float32."""
+    instead of fp16's 11. Its price: the held-out loss gap to float32, and ``extra``'s
+    relative error (2-norm) of the logits that the float32 run's final weights give on
+    held-out text when the forward pass runs under each mixed policy
+    (``logit_error_bf16``, ``logit_error_fp16``)."""
+    reference = build_lm(config, "float32")
     runs = [
-        train_lm("float32", config, "float32", _opt(config)),
+        train_lm("float32", config, "float32", _opt(config), model=reference),
         train_lm("mixed_float16 + dynamic", config, "mixed_float16", _opt(config),
                  loss_scale="dynamic"),
         train_lm("mixed_bfloat16", config, "mixed_bfloat16", _opt(config)),
     ]
     return ExperimentResult("bf16", "mixed_bfloat16 (no scaling) vs mixed_float16 (scaled)",
-                            config, "none", runs)
+                            config, "none", runs, forward_errors(reference, config))
+
+
+def forward_errors(reference: Any, config: LMConfig) -> dict[str, float]:
+    """The logits of ``reference``'s weights under mixed_bfloat16 and mixed_float16 against
+    its own float32 logits, on the first held-out batch: relative error in the 2-norm."""
+    _, (x_test, _) = data_for(config)
+    xb = x_test[:config.batch_size]
+    with nn.no_grad():
+        exact = reference(xb).data.astype(np.float64)
+        errors = {}
+        for policy, key in (("mixed_bfloat16", "logit_error_bf16"),
+                            ("mixed_float16", "logit_error_fp16")):
+            model = build_lm(config, policy)
+            model.set_weights(reference.get_weights())
+            got = model(xb).data.astype(np.float64)
+            errors[key] = float(np.linalg.norm(got - exact) / np.linalg.norm(exact))
+    return errors
 
 
 EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
@@ -338,9 +359,12 @@ def findings(result: ExperimentResult) -> list[str]:
     elif r.name == "bf16":
         lines += [
             f"mixed_bfloat16: {r.run('mixed_bfloat16').activation_underflow:.1%} of activation "
-            f"gradients flushed, no loss scale; held-out loss {r.gap('mixed_bfloat16'):+.3f} "
+            f"gradients flushed, no loss scale; held-out loss {r.gap('mixed_bfloat16'):+.4f} "
             "vs float32",
-            f"mixed_float16 + dynamic: {r.gap('mixed_float16 + dynamic'):+.3f} vs float32"]
+            f"mixed_float16 + dynamic: {r.gap('mixed_float16 + dynamic'):+.4f} vs float32",
+            f"the float32 run's weights on held-out text: logits off by "
+            f"{r.extra['logit_error_bf16']:.2%} under mixed_bfloat16, "
+            f"{r.extra['logit_error_fp16']:.2%} under mixed_float16 (relative 2-norm)"]
     else:
         raise ValueError(f"no findings for experiment {r.name!r}")
     return lines
