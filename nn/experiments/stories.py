@@ -340,8 +340,9 @@ def findings(result: ExperimentResult) -> list[str]:
             f"fp16 statistics: first non-finite loss at {where}; held-out loss "
             f"{r.gap(bad.label, r.runs[0].label):+.3f} vs fp32 statistics",
             f"its forward pass on held-out text: {r.extra['forward_overflow']:.2%} of rounded "
-            f"values overflowed (first at {r.extra['first_overflow_site']}), "
-            f"{r.extra['forward_underflow']:.2%} underflowed"]
+            "values overflowed" + (f" (first at {site})" if (site := r.extra[
+                'first_overflow_site']) else "") + f", {r.extra['forward_underflow']:.3%} "
+            "underflowed"]
     elif r.name == "accumulation":
         lines += [
             f"first batch, logits kernel gradient over {r.config.positions} positions in an "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -25,6 +26,15 @@ def test_the_corpus_is_python_s_documentation_and_the_windows_predict_the_next_c
     assert x.shape == y.shape == (8, 16) and x_test.shape == (2, 16)
     np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
     assert x.max() < text.VOCABULARY and x.dtype.kind == "i"
+
+
+def test_without_pydoc_data_the_corpus_falls_back_to_the_builtins_docstrings(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pydoc_data.topics", None)  # as a stripped install
+    corpus = text.load_python_docs()
+    assert corpus.source == "builtins docstrings"
+    assert "Return the absolute value of the argument." in corpus.text
+    (x, _), _ = text.char_dataset(64, 4, text=corpus)
+    assert x.shape == (4, 64)
 
 
 @pytest.fixture(scope="module")
