@@ -30,8 +30,9 @@ def test_summary_of_a_built_model_with_composite_layers_lists_one_row_per_top_le
     ids = np.zeros((4, 5), dtype=np.int64)
     model.fit(ids, ids, epochs=1, verbose=0)
     text = summary_text(model)
-    assert "transformer_block (TransformerBlock)" in text
-    assert "transformer_block_ln1" not in text
+    block = model.layers[1]
+    assert f"{block.name} (TransformerBlock)" in text
+    assert block.ln1.name not in text
     assert f"total params: {sum(v.size for v in model.weights):,}" in text
 
 
