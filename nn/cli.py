@@ -111,7 +111,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                              f"({ex.QUICK_EPOCHS} with --quick)")
     parser.add_argument("--steps", type=positive_int, default=None,
                         help=f"language-model experiments: training steps per run; None: "
-                             f"{ex.DEFAULT.steps} ({ex.QUICK_STEPS} with --quick)")
+                             f"{ex.DEFAULT.steps} (underflow-sgd "
+                             f"{ex.default_config('underflow-sgd').steps}; {ex.QUICK_STEPS} "
+                             "with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
                              "steps)")
@@ -183,9 +185,10 @@ def _compare_digits(args: argparse.Namespace, out: Path) -> None:
 def _compare_experiment(args: argparse.Namespace, out: Path) -> None:
     from nn import plot
 
+    config = ex.default_config(args.experiment)
     steps = args.steps if args.steps is not None else (
-        ex.QUICK_STEPS if args.quick else ex.DEFAULT.steps)
-    config = ex.DEFAULT.with_(steps=steps)
+        ex.QUICK_STEPS if args.quick else config.steps)
+    config = config.with_(steps=steps)
     run = ex.EXPERIMENTS[args.experiment]
     print(f"experiment {args.experiment}: {ex.EXPERIMENT_TITLES[args.experiment]}")
     warm = ex.warm_up_experiment(args.experiment)

@@ -47,11 +47,13 @@ from nn.experiments.stories import (
     ExperimentResult,
     adam_state,
     bf16_vs_fp16,
+    default_config,
     findings,
     fp32_accumulation,
     fp32_statistics,
     master_weights,
     underflow_from_averaging,
+    underflow_with_sgd,
 )
 from nn.experiments.stories import warm_up as warm_up_experiment
 
@@ -69,6 +71,7 @@ def experiment_names() -> list[str]:
 __all__ = [
     "DEFAULT", "DEFAULT_EXPERIMENT", "EXPERIMENTS", "EXPERIMENT_TITLES", "QUICK_STEPS",
     "ExperimentResult", "LMConfig", "LMRun", "adam_state", "bf16_vs_fp16", "build_lm",
+    "default_config", "underflow_with_sgd",
     "experiment_names", "findings", "fp32_accumulation", "fp32_statistics", "master_weights",
     "train_lm", "underflow_from_averaging", "warm_up_experiment",
     "BATCH_SIZE", "EPOCHS", "GROWTH_STEPS", "HIDDEN", "LEARNING_RATE", "LOSS_WEIGHT", "MOMENTUM",

@@ -14,6 +14,7 @@ assert. ``knob`` says which real setting produced the effect at this size.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ import nn
 from nn.experiments.lm import LMConfig, LMRun, build_lm, data_for, train_lm
 
 DEFAULT = LMConfig()
+LOSS_EFFECT = 0.01  # nats per character: a smaller held-out gap is "not shown at this size"
 
 
 @dataclass
@@ -37,6 +39,16 @@ class ExperimentResult:
     knob: str
     runs: list[LMRun]
     extra: dict[str, Any] = field(default_factory=dict)
+    # (run showing the technique's absence, its reference): the pair the loss gap compares
+    contrast: tuple[str, str] | None = None
+
+    @property
+    def loss_effect_shown(self) -> bool:
+        """True when the held-out loss shows the effect: the contrast run's loss is not
+        finite, or differs from its reference's by at least ``LOSS_EFFECT`` nats/char."""
+        label, reference = self.contrast or (self.runs[-1].label, self.runs[0].label)
+        gap = self.gap(label, reference)
+        return not math.isfinite(gap) or abs(gap) >= LOSS_EFFECT
 
     def run(self, label: str) -> LMRun:
         """The run labelled ``label``."""
@@ -74,7 +86,21 @@ def underflow_from_averaging(config: LMConfig = DEFAULT) -> ExperimentResult:
     return ExperimentResult(
         "underflow", "underflow from averaging over batch x positions", config,
         f"the mean over batch x sequence_length = {config.positions} positions", runs,
-        {"positions": config.positions})
+        {"positions": config.positions}, ("mixed_float16, no scaling", "float32"))
+
+
+SGD_CONFIG = DEFAULT.with_(optimizer="sgd", learning_rate=0.5, momentum=0.9, steps=300)
+
+
+def underflow_with_sgd(config: LMConfig = SGD_CONFIG) -> ExperimentResult:
+    """Experiment 1 with SGD (momentum 0.9, lr 0.5, 300 steps) instead of Adam: SGD's step is
+    proportional to the gradient, so the bits lost to fp16's subnormals and the values
+    flushed to zero are lost from the update itself, where Adam's per-weight normalization
+    absorbs them."""
+    result = underflow_from_averaging(config)
+    result.name = "underflow-sgd"
+    result.knob = (f"the optimizer (SGD: steps proportional to the gradients) and {result.knob}")
+    return result
 
 
 # --- 2 ----------------------------------------------------------------------------------------
@@ -96,7 +122,7 @@ def master_weights(config: LMConfig = DEFAULT, learning_rate: float = 1e-4
     return ExperimentResult(
         "master-weights", "fp32 master weights vs pure float16 weights", config,
         f"the learning rate {learning_rate:g}: updates below half an ulp of fp16 weights", runs,
-        {"swamped_share": shares})
+        {"swamped_share": shares}, (runs[1].label, runs[0].label))
 
 
 def _updates(config: LMConfig, run: LMRun) -> int:
@@ -125,7 +151,7 @@ def fp32_statistics(config: LMConfig = DEFAULT) -> ExperimentResult:
     return ExperimentResult(
         "statistics", "fp32 vs fp16 softmax and LayerNorm statistics", config,
         "none: the statistics' format is the only difference", runs,
-        forward_events(fp16_model, config))
+        forward_events(fp16_model, config), ("fp16 statistics", "fp32 statistics"))
 
 
 def forward_events(model: Any, config: LMConfig) -> dict[str, Any]:
@@ -160,7 +186,7 @@ def fp32_accumulation(config: LMConfig = DEFAULT) -> ExperimentResult:
     return ExperimentResult(
         "accumulation", "fp32 vs fp16 accumulation (logits layer)", config,
         f"the kernel gradient's inner dimension: {config.positions} positions", runs,
-        kernel_gradient_swamping(config))
+        kernel_gradient_swamping(config), ("fp16 accumulation", "fp32 accumulation"))
 
 
 def kernel_gradient_swamping(config: LMConfig, scale: float = 2.0**15) -> dict[str, float]:
@@ -220,7 +246,7 @@ def adam_state(config: LMConfig = DEFAULT, epsilon: float = 1e-8) -> ExperimentR
     return ExperimentResult(
         "adam-state", "Adam's state (m, v, epsilon) in fp32 vs fp16", config,
         f"epsilon {epsilon:g} and second moments g^2 of small gradients", runs,
-        first_step_second_moments(config, epsilon))
+        first_step_second_moments(config, epsilon), ("Adam, fp16 slots", "Adam, fp32 slots"))
 
 
 def first_step_second_moments(config: LMConfig, epsilon: float) -> dict[str, Any]:
@@ -266,7 +292,8 @@ def bf16_vs_fp16(config: LMConfig = DEFAULT) -> ExperimentResult:
         train_lm("mixed_bfloat16", config, "mixed_bfloat16", _opt(config)),
     ]
     return ExperimentResult("bf16", "mixed_bfloat16 (no scaling) vs mixed_float16 (scaled)",
-                            config, "none", runs, forward_errors(reference, config))
+                            config, "none", runs, forward_errors(reference, config),
+                            ("mixed_bfloat16", "float32"))
 
 
 def forward_errors(reference: Any, config: LMConfig) -> dict[str, float]:
@@ -288,6 +315,7 @@ def forward_errors(reference: Any, config: LMConfig) -> dict[str, float]:
 
 EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
     "underflow": underflow_from_averaging,
+    "underflow-sgd": underflow_with_sgd,
     "master-weights": master_weights,
     "statistics": fp32_statistics,
     "accumulation": fp32_accumulation,
@@ -298,6 +326,7 @@ EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
 TITLES: dict[str, str] = {
     "underflow": "underflow from averaging (unscaled mixed_float16 vs float32 vs dynamic "
                  "loss scaling)",
+    "underflow-sgd": "underflow from averaging, trained with SGD + momentum (300 steps)",
     "master-weights": "fp32 master weights vs pure float16 weights (swamped updates)",
     "statistics": "attention softmax and LayerNorm statistics in fp32 vs fp16",
     "accumulation": "fp32 vs fp16 accumulation in the logits layer's matmuls",
@@ -308,19 +337,27 @@ TITLES: dict[str, str] = {
 QUICK_STEPS = 40
 
 
+def default_config(name: str) -> LMConfig:
+    """The configuration experiment ``name`` runs with by default (``DEFAULT``, or
+    ``SGD_CONFIG`` for "underflow-sgd")."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; known: {sorted(EXPERIMENTS)}")
+    return SGD_CONFIG if name == "underflow-sgd" else DEFAULT
+
+
 def warm_up(name: str) -> float:
     """Run experiment ``name`` at 2 steps (compiling every kernel it uses); returns seconds."""
     import time
 
     start = time.perf_counter()
-    EXPERIMENTS[name](DEFAULT.with_(steps=2))
+    EXPERIMENTS[name](default_config(name).with_(steps=2))
     return time.perf_counter() - start
 
 
 def findings(result: ExperimentResult) -> list[str]:
     """What the numbers of ``result`` say, one sentence per line (for the CLI and notebooks)."""
     r, lines = result, []
-    if r.name == "underflow":
+    if r.name in ("underflow", "underflow-sgd"):
         bad = r.run("mixed_float16, no scaling")
         lines += [
             f"unscaled mixed_float16: {bad.activation_underflow:.1%} of activation gradients "
@@ -368,4 +405,8 @@ def findings(result: ExperimentResult) -> list[str]:
             f"{r.extra['logit_error_fp16']:.2%} under mixed_float16 (relative 2-norm)"]
     else:
         raise ValueError(f"no findings for experiment {r.name!r}")
+    if not r.loss_effect_shown:
+        label, reference = r.contrast or (r.runs[-1].label, r.runs[0].label)
+        lines.append(f"not shown in the loss at this size: {label} is within {LOSS_EFFECT} "
+                     f"nats/char of {reference} ({r.gap(label, reference):+.4f})")
     return lines

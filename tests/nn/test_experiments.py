@@ -71,6 +71,7 @@ def test_adam_with_fp16_slots_diverges_at_once_where_fp32_slots_train():
     assert fp32.nan_step is None and math.isfinite(fp32.test_loss)
     assert fp16.nan_step == 1  # the first update divided by v = eps = 0
     assert result.extra["v_flushed"] > 0.3 and result.extra["nonfinite_weights"] > 0.3
+    assert result.loss_effect_shown
 
 
 def test_mixed_bfloat16_needs_no_scale_and_nothing_underflows():
@@ -80,6 +81,9 @@ def test_mixed_bfloat16_needs_no_scale_and_nothing_underflows():
     assert abs(result.gap("mixed_bfloat16")) < 0.1
     # the price: bf16's 8 significant bits move the logits more than fp16's 11
     assert result.extra["logit_error_bf16"] > 2 * result.extra["logit_error_fp16"] > 0
+    # and the result says when the held-out loss does not show it
+    assert not result.loss_effect_shown
+    assert ex.findings(result)[-1].startswith("not shown in the loss at this size")
 
 
 def test_fp16_statistics_run_and_report_their_first_nonfinite_step_or_none():
@@ -89,8 +93,9 @@ def test_fp16_statistics_run_and_report_their_first_nonfinite_step_or_none():
 
 
 @pytest.mark.parametrize("name", sorted(ex.EXPERIMENTS))
-def test_every_experiment_has_a_title_and_findings_text(name):
+def test_every_experiment_has_a_title_and_a_default_configuration(name):
     assert name in ex.EXPERIMENT_TITLES and name in ex.experiment_names()
+    assert ex.default_config(name).steps >= 100
 
 
 # --- full size: the numbers ``fpsim compare --experiment NAME`` prints (minutes each) ----------
