@@ -165,8 +165,9 @@ def step_loss_curves(histories: dict[str, History], *, window: int = 10, ax: Any
 
 def experiment_figure(result: Any, path: str | Path) -> Path:
     """The ``fpsim compare --experiment NAME`` PNG for a language-model experiment: the loss
-    curves of every run, and the activation-gradient exponents of the run that shows the
-    effect (its last row) against fp16's range."""
+    curves of every run, and against fp16's range: Adam's second moments (adam-state), else
+    the float32 run's true activation gradients, else those of the first run that flushed
+    some."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -175,6 +176,7 @@ def experiment_figure(result: Any, path: str | Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
     step_loss_curves({r.label: r.history for r in result.runs}, ax=axes[0])
     shown = next((r for r in result.runs if r.activation_underflow > 0), result.runs[0])
+    exact = next((r for r in result.runs if r.policy == "float32"), None)
     if "second_moments" in result.extra:  # the Adam-state experiment: v against fp16
         import fpsim.plot
 
@@ -182,6 +184,12 @@ def experiment_figure(result: Any, path: str | Path) -> Path:
         share = ax.get_title().split(": ", 1)[-1]
         ax.set_title("Adam's second moments v after one step (fp32 slots) against fp16's "
                      f"range\n(in fp16: {share})", fontsize="medium")
+    elif exact is not None and exact.history.exponent_counts["activation"].any():
+        ax = gradient_exponents(exact.history, "fp16", ax=axes[1])
+        share = ax.get_title().split(": ", 1)[-1]
+        ax.set_title("float32 run: the true activation gradients against fp16's range\n"
+                     f"(in fp16: {share}; {shown.label}: {shown.activation_underflow:.1%} "
+                     "flushed while rounding)", fontsize="medium")
     elif shown.history.exponent_counts["activation"].any():
         ax = gradient_exponents(shown.history, "fp16", ax=axes[1])
         ax.set_title(f"{shown.label}: activation gradients as stored\n"
