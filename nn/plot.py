@@ -188,8 +188,8 @@ def experiment_figure(result: Any, path: str | Path) -> Path:
         ax = gradient_exponents(exact.history, "fp16", ax=axes[1])
         share = ax.get_title().split(": ", 1)[-1]
         ax.set_title("float32 run: the true activation gradients against fp16's range\n"
-                     f"(in fp16: {share}; {shown.label}: {shown.activation_underflow:.1%} "
-                     "flushed while rounding)", fontsize="medium")
+                     f"(in fp16: {share})\n{shown.label}: {shown.activation_underflow:.1%} "
+                     "flushed to 0 while rounding", fontsize="medium")
     elif shown.history.exponent_counts["activation"].any():
         ax = gradient_exponents(shown.history, "fp16", ax=axes[1])
         ax.set_title(f"{shown.label}: activation gradients as stored\n"
