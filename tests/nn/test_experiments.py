@@ -135,3 +135,12 @@ def test_full_size_adam_with_fp16_slots_is_nan_after_its_first_update():
 def test_full_size_fp16_accumulation_swamps_the_kernel_gradient_sum():
     result = ex.fp32_accumulation()
     assert result.extra["swamped_additions"] > 0.05 and result.extra["relative_error"] > 0.01
+
+
+@pytest.mark.slow
+@full_size
+def test_full_size_with_sgd_unscaled_fp16_trains_worse_and_scaling_recovers():
+    result = ex.underflow_with_sgd()
+    unscaled = result.run("mixed_float16, no scaling")
+    assert result.gap(unscaled.label) > 0.05 and result.loss_effect_shown
+    assert result.gap("mixed_float16 + dynamic") < 0.02
