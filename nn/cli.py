@@ -100,58 +100,128 @@ def train(args: argparse.Namespace) -> int:
 # --- fpsim compare ------------------------------------------------------------------------------
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+    parser.add_argument("--experiment", choices=ex.experiment_names(),
+                        default=ex.DEFAULT_EXPERIMENT,
+                        help="which story: " + "; ".join(
+                            f"{k}: {v}" for k, v in ex.EXPERIMENT_TITLES.items()))
     parser.add_argument("--out", default=".", metavar="DIR",
                         help="directory for compare.png (created if missing)")
     parser.add_argument("--epochs", type=positive_int, default=None,
-                        help=f"epochs per run; None: {ex.EPOCHS} ({ex.QUICK_EPOCHS} with "
-                             "--quick)")
+                        help=f"digits only: epochs per run; None: {ex.EPOCHS} "
+                             f"({ex.QUICK_EPOCHS} with --quick)")
+    parser.add_argument("--steps", type=positive_int, default=None,
+                        help=f"language-model experiments: training steps per run; None: "
+                             f"{ex.DEFAULT.steps} (underflow-sgd "
+                             f"{ex.default_config('underflow-sgd').steps}; {ex.QUICK_STEPS} "
+                             "with --quick)")
     parser.add_argument("--quick", action="store_true",
-                        help=f"a short run ({ex.QUICK_EPOCHS} epochs)")
+                        help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
+                             "steps)")
 
 
-def compare_table(results: list[ex.RunResult]) -> str:
-    """The printed table: one row per configuration."""
-    header = ("run", "test acc", "skipped", "final scale", "act. grads -> 0", "swamped",
-              "time")
-    rows = [header]
-    for r in results:
-        scale = "-" if r.final_loss_scale is None else f"2^{math.log2(r.final_loss_scale):g}"
-        rows.append((r.label, f"{r.test_accuracy:.1%}", str(r.skipped_steps), scale,
-                     f"{r.activation_underflow:.1%}", f"{r.swamped_updates:,}",
-                     f"{r.wall_time:.1f} s"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                        for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-             for row in rows]
+             for row in table]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
 
 
-def compare(args: argparse.Namespace) -> int:
-    """``fpsim compare [--out DIR] [--epochs E] [--quick]``: table on stdout, PNG in DIR."""
+def _scale(scale: float | None) -> str:
+    return "-" if scale is None else f"2^{math.log2(scale):g}"
+
+
+def compare_table(results: list[ex.RunResult]) -> str:
+    """The digits story's printed table: one row per configuration."""
+    header = ("run", "test acc", "skipped", "final scale", "act. grads -> 0", "swamped",
+              "time")
+    return _table(header, [
+        (r.label, f"{r.test_accuracy:.1%}", str(r.skipped_steps), _scale(r.final_loss_scale),
+         f"{r.activation_underflow:.1%}", f"{r.swamped_updates:,}", f"{r.wall_time:.1f} s")
+        for r in results])
+
+
+def experiment_table(result: ex.ExperimentResult) -> str:
+    """A language-model experiment's printed table: one row per run; the held-out loss (nats
+    per character) and its gap to the first row, then what the rounding did."""
+    header = ("run", "test loss", "gap", "act. grads -> 0", "subnormal", "swamped",
+              "skipped", "final scale", "NaN at step", "time")
+    first = result.runs[0].test_loss
+
+    def loss(v: float) -> str:
+        return "nan" if not math.isfinite(v) else f"{v:.3f}"
+
+    def share(r: ex.LMRun, v: float) -> str:
+        return f"{v:.1%}" if r.telemetry else "-"  # "-": not counted in this experiment
+
+    return _table(header, [
+        (r.label, loss(r.test_loss), "-" if i == 0 else (
+            "nan" if not math.isfinite(r.test_loss) else f"{r.test_loss - first:+.4f}"),
+         share(r, r.activation_underflow), share(r, r.activation_subnormal),
+         f"{r.swamped_updates:,}", str(r.skipped_steps), _scale(r.final_loss_scale),
+         "-" if r.nan_step is None else str(r.nan_step), f"{r.wall_time:.1f} s")
+        for i, r in enumerate(result.runs)])
+
+
+def _compare_digits(args: argparse.Namespace, out: Path) -> None:
     from nn import plot  # matplotlib is needed only here
 
     epochs = args.epochs if args.epochs is not None else (
         ex.QUICK_EPOCHS if args.quick else ex.EPOCHS)
-    out = Path(args.out)
-    check_writable(out / "compare.png", "--out")
-    start = time.perf_counter()
     data = ex.load_data()
     print(f"digits, MLP {ex.HIDDEN}, {epochs} epochs, batch {ex.BATCH_SIZE}, seed {ex.SEED}")
+    print(f"teaching device: the loss is multiplied by 2^{math.log2(ex.LOSS_WEIGHT):g} (and "
+          "the SGD learning rate divided by it) to put the gradients where fp16 underflows")
     warm = ex.warm_up(data)
     print(f"one-time compilation and warm-up (one step of each run, not in the times below): "
           f"{warm:.1f} s", flush=True)
     results = ex.run_compare(epochs, data=data)
     print(compare_table(results))
-    png = plot.compare_figure(results, out / "compare.png")
-    print(f"wrote {png} ({time.perf_counter() - start:.1f} s in all)")
+    plot.compare_figure(results, out / "compare.png")
+
+
+def _compare_experiment(args: argparse.Namespace, out: Path) -> None:
+    from nn import plot
+
+    config = ex.default_config(args.experiment)
+    steps = args.steps if args.steps is not None else (
+        ex.QUICK_STEPS if args.quick else config.steps)
+    config = config.with_(steps=steps)
+    run = ex.EXPERIMENTS[args.experiment]
+    print(f"experiment {args.experiment}: {ex.EXPERIMENT_TITLES[args.experiment]}")
+    warm = ex.warm_up_experiment(args.experiment)
+    print(f"one-time compilation and warm-up (the experiment at 2 steps, not in the times "
+          f"below): {warm:.1f} s", flush=True)
+    result = run(config)
+    print(result.config.describe())  # as run: an experiment may set its own learning rate
+    print(f"knob: {result.knob}")
+    print(experiment_table(result))
+    for line in ex.findings(result):
+        print(line)
+    plot.experiment_figure(result, out / "compare.png")
+
+
+def compare(args: argparse.Namespace) -> int:
+    """``fpsim compare [--experiment NAME] [--out DIR] [--steps N | --epochs E] [--quick]``:
+    a table on stdout, compare.png in DIR."""
+    out = Path(args.out)
+    check_writable(out / "compare.png", "--out")
+    start = time.perf_counter()
+    if args.experiment == "digits":
+        _compare_digits(args, out)
+    else:
+        _compare_experiment(args, out)
+    print(f"wrote {out / 'compare.png'} ({time.perf_counter() - start:.1f} s in all)")
     return 0
 
 
 COMMANDS = [
     Command("train", "train an MLP on the digits data under a precision policy",
             add_train_arguments, train),
-    Command("compare", "train the same MLP under float32, mixed fp16 with and without loss "
-            "scaling, mixed bf16 and pure fp16; one table and one PNG",
+    Command("compare", "one mixed-precision experiment (a small transformer language model on "
+            "Python's docs, or the digits story): the same model trained a few ways; one "
+            "table and one PNG",
             add_compare_arguments, compare),
 ]

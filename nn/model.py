@@ -43,6 +43,7 @@ from nn.training import (
     is_mixed_float16,
     serial_numba,
     shuffle_seed,
+    takes_integer_ids,
     telemetry_sites,
     train_epoch,
     train_note,
@@ -277,7 +278,7 @@ class Model:
         finite = not allow_nonfinite
         train, val = batch_source(x, y, batch_size, "fit", validation_split=validation_split,
                                   validation_data=validation_data, shuffle=shuffle,
-                                  finite=finite)
+                                  finite=finite, integer_x=takes_integer_ids(self))
         seed = shuffle_seed(seed)
         scaler = self._resolve_scaler(loss_scale)
         inner = self.inner_optimizer
@@ -348,7 +349,8 @@ class Model:
         dict with ``return_dict=True``. ``verbose`` 1 or 2 prints its line (stdout)."""
         self._require_compiled("evaluate()")
         verbose = check_verbose(verbose)
-        source = batch_source(x, y, batch_size, "evaluate")[0]
+        source = batch_source(x, y, batch_size, "evaluate",
+                              integer_x=takes_integer_ids(self))[0]
         result = self._evaluate_batches(source, Progbar(source.steps, verbose))
         if return_dict:
             return result

@@ -145,3 +145,60 @@ def compare_figure(results: Sequence[experiments.RunResult], path: str | Path) -
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def step_loss_curves(histories: dict[str, History], *, window: int = 10, ax: Any = None) -> Any:
+    """The training loss step by step (a moving mean over ``window`` steps), one curve per run;
+    a run's curve stops where its loss stopped being finite."""
+    ax = _axes(ax)
+    for label, h in histories.items():
+        loss = np.asarray(h.step_loss, dtype=np.float64)
+        w = max(1, min(window, len(loss)))
+        smooth = np.convolve(loss, np.ones(w) / w, mode="valid")
+        ax.plot(np.arange(w - 1, len(loss)), smooth, label=label)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"training loss (mean of {window} steps)")
+    ax.set_title("loss curves")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def experiment_figure(result: Any, path: str | Path) -> Path:
+    """The ``fpsim compare --experiment NAME`` PNG for a language-model experiment: the loss
+    curves of every run, and against fp16's range: Adam's second moments (adam-state), else
+    the float32 run's true activation gradients, else those of the first run that flushed
+    some."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
+    step_loss_curves({r.label: r.history for r in result.runs}, ax=axes[0])
+    shown = next((r for r in result.runs if r.activation_underflow > 0), result.runs[0])
+    exact = next((r for r in result.runs if r.policy == "float32"), None)
+    if "second_moments" in result.extra:  # the Adam-state experiment: v against fp16
+        import fpsim.plot
+
+        ax = fpsim.plot.exponent_histogram(result.extra["second_moments"], "fp16", ax=axes[1])
+        share = ax.get_title().split(": ", 1)[-1]
+        ax.set_title("Adam's second moments v after one step (fp32 slots) against fp16's "
+                     f"range\n(in fp16: {share})", fontsize="medium")
+    elif exact is not None and exact.history.exponent_counts["activation"].any():
+        ax = gradient_exponents(exact.history, "fp16", ax=axes[1])
+        share = ax.get_title().split(": ", 1)[-1]
+        ax.set_title("float32 run: the true activation gradients against fp16's range\n"
+                     f"(in fp16: {share})\n{shown.label}: {shown.activation_underflow:.1%} "
+                     "flushed to 0 while rounding", fontsize="medium")
+    elif shown.history.exponent_counts["activation"].any():
+        ax = gradient_exponents(shown.history, "fp16", ax=axes[1])
+        ax.set_title(f"{shown.label}: activation gradients as stored\n"
+                     f"({shown.activation_underflow:.1%} flushed to 0 while rounding)",
+                     fontsize="medium")
+    else:
+        axes[1].set_axis_off()
+    fig.suptitle(f"{result.title}\n{result.config.describe()}", fontsize="medium")
+    path = Path(path)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

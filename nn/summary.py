@@ -12,7 +12,6 @@ from typing import Any
 
 from nn.autograd import no_grad
 from nn.policy import default_tensor_format, format_name
-from nn.training import iter_layers
 
 
 def _traced_shapes(layers: list[Any]) -> list[str] | None:
@@ -35,7 +34,9 @@ def _rows(model: Any) -> list[tuple[Any, str, str | None]]:
     """(layer, output shape, connected-to or None) per row."""
     if hasattr(model, "summary_rows"):
         return list(model.summary_rows())
-    layers: list[Any] = list(iter_layers(model)) if getattr(model, "layers", None) else [model]
+    # one row per top-level layer (as Keras): a composite layer such as TransformerBlock is one
+    # row with all its sub-layers' parameters, and is traced as the model calls it
+    layers: list[Any] = list(model.layers) if getattr(model, "layers", None) else [model]
     shapes = _traced_shapes(layers) or [
         "?" if not getattr(layer, "units", None) else f"(None, {layer.units})"
         for layer in layers]

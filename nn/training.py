@@ -71,9 +71,17 @@ def _check_finite(arr: np.ndarray, name: str, what: str) -> None:
                 "Clean the data, or pass fit(..., allow_nonfinite=True) to train on it anyway")
 
 
-def as_arrays(x: Any, y: Any, what: str, *, finite: bool = False
+def takes_integer_ids(model: Any) -> bool:
+    """True when ``model``'s first layer looks integer ids up (an Embedding-like layer with
+    ``integer_input``): then fit and evaluate accept integer ``x``, as Keras does."""
+    layers = getattr(model, "layers", None) or []
+    return bool(layers) and bool(getattr(layers[0], "integer_input", False))
+
+
+def as_arrays(x: Any, y: Any, what: str, *, finite: bool = False, integer_x: bool = False
               ) -> tuple[np.ndarray, np.ndarray]:
-    """``x`` and ``y`` as arrays with matching sample counts and floating-point ``x``; with
+    """``x`` and ``y`` as arrays with matching sample counts and floating-point ``x`` (or
+    integer ``x`` with ``integer_x=True``: token ids for an Embedding-like first layer); with
     ``finite=True`` a NaN or inf in either raises ValueError naming it and its first index."""
     xa = np.asarray(x.data if isinstance(x, Tensor) else x)
     ya = np.asarray(y.data if isinstance(y, Tensor) else y)
@@ -85,9 +93,10 @@ def as_arrays(x: Any, y: Any, what: str, *, finite: bool = False
                          f"{len(xa)} and {len(ya)}")
     if len(xa) == 0:
         raise ValueError(f"{what}: no samples (x has shape {xa.shape})")
-    if xa.dtype.kind != "f":
-        raise TypeError(f"{what}: x must be floating point, got dtype {xa.dtype}; convert it "
-                        "first, e.g. x.astype('float32')")
+    if xa.dtype.kind != "f" and not (integer_x and xa.dtype.kind in "iu"):
+        raise TypeError(f"{what}: x must be floating point (integer ids only when the first "
+                        f"layer is an Embedding), got dtype {xa.dtype}; convert it first, e.g. "
+                        "x.astype('float32')")
     if finite:
         _check_finite(xa, "x", what)
         _check_finite(ya, "y", what)
@@ -249,8 +258,10 @@ class Batches:
     """
 
     def __init__(self, x: Any, y: Any, batch_size: int | None, shuffle: bool, *,
-                 dataset: bool, finite: bool, what: str, inputs_only: bool = False) -> None:
+                 dataset: bool, finite: bool, what: str, inputs_only: bool = False,
+                 integer_x: bool = False) -> None:
         self.x, self.y, self.shuffle, self.dataset = x, y, shuffle, dataset
+        self.integer_x = integer_x
         self.finite, self.what, self.inputs_only = finite, what, inputs_only
         self.batch_size = batch_size
         self.samples: int | None = None
@@ -272,7 +283,8 @@ class Batches:
                 raise TypeError(f"{self.what}: a dataset must yield (x, y) batches, got "
                                 f"{type(item).__name__}")
             else:
-                yield as_arrays(item[0], item[1], self.what, finite=self.finite)
+                yield as_arrays(item[0], item[1], self.what, finite=self.finite,
+                                integer_x=self.integer_x)
 
     def epoch(self, index: int, seed: int | None) -> Iterator[tuple[np.ndarray, Any]]:
         """The batches of the epoch whose shuffle is ``default_rng([seed, index])``."""
@@ -300,7 +312,7 @@ def _inputs(x: Any, what: str) -> np.ndarray:
 
 def batch_source(x: Any, y: Any, batch_size: int | None, what: str, *,
                  validation_split: float = 0.0, validation_data: Any = None,
-                 shuffle: bool = False, finite: bool = False
+                 shuffle: bool = False, finite: bool = False, integer_x: bool = False
                  ) -> tuple[Batches, Batches | None]:
     """The batches and the validation batches (or None) of ``what`` ("fit", "evaluate",
     "predict": inputs only) on ``x`` and ``y``. Every argument is checked here."""
@@ -321,7 +333,7 @@ def batch_source(x: Any, y: Any, batch_size: int | None, what: str, *,
             raise ValueError(f"{what}: validation_split needs arrays; with a dataset pass "
                              "validation_data=")
         train = Batches(x, None, None, False, dataset=True, finite=finite, what=what,
-                        inputs_only=inputs_only)
+                        inputs_only=inputs_only, integer_x=integer_x)
     else:
         batch_size = 32 if batch_size is None else count("batch_size", batch_size, minimum=1)
         if inputs_only:
@@ -329,7 +341,7 @@ def batch_source(x: Any, y: Any, batch_size: int | None, what: str, *,
                            finite=False, what=what, inputs_only=True), None
         if x is None or y is None:
             raise ValueError(f"{what}: pass x and y arrays, or x a dataset of (x, y) batches")
-        xa, ya = as_arrays(x, y, what, finite=finite)
+        xa, ya = as_arrays(x, y, what, finite=finite, integer_x=integer_x)
         if validation_split > 0 and validation_data is None:
             n_val = int(len(xa) * validation_split)
             if n_val == 0 or n_val == len(xa):
@@ -337,16 +349,19 @@ def batch_source(x: Any, y: Any, batch_size: int | None, what: str, *,
                                  f"{len(xa) - n_val} training and {n_val} validation samples")
             validation_data = (xa[-n_val:], ya[-n_val:])
             xa, ya = xa[:-n_val], ya[:-n_val]
-        train = Batches(xa, ya, batch_size, shuffle, dataset=False, finite=finite, what=what)
+        train = Batches(xa, ya, batch_size, shuffle, dataset=False, finite=finite, what=what,
+                        integer_x=integer_x)
     if validation_data is None:
         return train, None
     val_what = f"{what}(validation_data)"
     if _is_dataset(validation_data):
-        return train, batch_source(validation_data, None, None, val_what, finite=finite)[0]
+        return train, batch_source(validation_data, None, None, val_what, finite=finite,
+                                   integer_x=integer_x)[0]
     if not (isinstance(validation_data, (tuple, list)) and len(validation_data) == 2):
         raise ValueError("validation_data must be a pair (x_val, y_val) or a dataset")
     x_val, y_val = validation_data
-    return train, batch_source(x_val, y_val, train.batch_size or 32, val_what, finite=finite)[0]
+    return train, batch_source(x_val, y_val, train.batch_size or 32, val_what, finite=finite,
+                               integer_x=integer_x)[0]
 
 
 def shuffle_seed(seed: Any) -> int:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from fpsim import FP32
 from nn.autograd import Context, Function, is_grad_enabled
 from nn.rounding import sum_to_shape
 from nn.tensor import Tensor
@@ -66,7 +67,11 @@ class BroadcastTo(Function):
 
 
 class GetItem(Function):
-    """a[index] (basic or integer-array indexing); backward scatter-adds into zeros (fp32 sums)."""
+    """a[index] (basic or integer-array indexing); backward scatter-adds into zeros (fp32 sums).
+
+    The scatter-sum is labelled FP32 (its values are fp32 sums, not values of the gradient's
+    format) so that the engine rounds it once to ``a``'s format: with repeated indices under
+    fp16, the sum of several fp16 gradients is rounded, not passed on unrounded."""
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, index: Any = None) -> np.ndarray:
@@ -78,7 +83,7 @@ class GetItem(Function):
         a = ctx.inputs[0]
         full = np.zeros(a.shape, dtype=grad.data.dtype)
         np.add.at(full, ctx.saved["index"], grad.data)
-        return Tensor._make(full, grad.fmt)
+        return Tensor._make(full, None if grad.fmt is None else FP32)
 
 
 def _untracked(a: Tensor) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from nn import functions as F
+from nn.functions.accumulate import accumulated_linear, accumulator_format
 from nn.layers.base import Layer, check_number, check_seed, register
 from nn.layers.initializers import activation_name, get_activation, get_initializer, spawn_generator
 from nn.policy import Policy
@@ -25,16 +26,20 @@ class Dense(Layer):
 
     Numerics: x, kernel and bias in the compute format; the products and the bias summed in
     fp32; one rounding to the compute format (relu fused into the same pass); any other
-    activation is a separate op rounding again.
+    activation is a separate op rounding again. ``accumulator="float16"`` (any format name; not
+    a Keras argument) adds the products in that format instead, left to right, forward and
+    backward (``nn.functions.accumulate.accumulated_linear``), to show what a narrow
+    accumulator does; None (the default) or "float32" is the fp32 path.
     """
 
     def __init__(
         self, units: int, activation: str | Callable | None = None, use_bias: bool = True,
         kernel_initializer: str | Callable = "glorot_uniform",
         bias_initializer: str | Callable = "zeros", dtype: Policy | str | None = None,
-        name: str | None = None, seed: int | None = None,
+        name: str | None = None, seed: int | None = None, accumulator: str | None = None,
     ) -> None:
         super().__init__(name=name, dtype=dtype)
+        self.accumulator = accumulator_format(accumulator, "Dense: accumulator")
         if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units < 1:
             raise ValueError(f"Dense units must be a positive integer, got {units!r}")
         if not isinstance(use_bias, (bool, np.bool_)):
@@ -73,15 +78,21 @@ class Dense(Layer):
         x2 = x if x.ndim == 2 else F.reshape(x, (-1, self.input_dim))
         fused = "relu" if self.activation is F.relu else None
         b = self.read(self.bias) if self.bias is not None else None
-        y = F.linear(x2, self.read(self.kernel), b, activation=fused)
+        if self.accumulator is None:
+            y = F.linear(x2, self.read(self.kernel), b, activation=fused)
+        else:
+            y = accumulated_linear(x2, self.read(self.kernel), b, self.accumulator, fused)
         if self.activation is not None and fused is None:
             y = self.activation(y)
         return y if x.ndim == 2 else F.reshape(y, (*lead, self.units))
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "units": self.units,
-                "activation": activation_name(self.activation_name), "use_bias": self.use_bias,
-                "seed": self.seed}
+        config = {**super().get_config(), "units": self.units,
+                  "activation": activation_name(self.activation_name), "use_bias": self.use_bias,
+                  "seed": self.seed}
+        if self.accumulator is not None:  # only when set: Keras's Dense has no such argument
+            config["accumulator"] = self.accumulator.name
+        return config
 
 
 def _uniform_fan_in(fan_in: int) -> Callable[[tuple[int, ...], np.random.Generator], np.ndarray]:

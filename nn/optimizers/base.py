@@ -76,14 +76,23 @@ class Optimizer:
     """Base class: variable tracking, slots, swamping telemetry, state and both faces.
 
     Subclasses set ``slot_names`` and implement ``_update(g, w, slots, t)``, which updates the
-    slots in place and returns the amount to subtract from ``w`` (in w's dtype).
+    slots in place (passing each through ``_store``) and returns the amount to subtract from
+    ``w`` (in w's dtype).
+
+    ``slot_dtype`` (None or a format name, e.g. "float16"): None keeps the slots in the
+    variable's carrier dtype (fp32, what Keras and PyTorch do); a format stores every slot
+    rounded to it (nearest-even) right after each update, and the constant that lives beside
+    them (epsilon) rounded to it too, as an optimizer whose state is kept in that format:
+    in fp16 Adam's epsilon 1e-8 is 0 and a second moment below 2**-24 (a gradient below about
+    2**-12) is 0, so the step divides by zero.
     """
 
     slot_names: tuple[str, ...] = ()
 
     def __init__(self, learning_rate: float, *, params: Iterable[Any] | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, slot_dtype: str | None = None) -> None:
         self.name = name or type(self).__name__
+        self.slot_dtype, self.slot_format = _slot_format(self.name, slot_dtype)
         self.learning_rate = learning_rate
         self.iterations = 0
         self.swamped_updates = 0
@@ -191,7 +200,9 @@ class Optimizer:
         t = self.iterations + 1  # Keras's local_step
         for g, var in prepared:
             w = var.data
-            delta = self._update(g, w, self._slots[self._index[id(var)]], t)
+            slots = self._slots[self._index[id(var)]]
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                delta = self._update(g, w, slots, t)
             new = w - delta
             if _needs_rounding(getattr(var, "fmt", None)):
                 new = fpsim.round(new, var.fmt)  # one rounding into the variable's format
@@ -206,6 +217,21 @@ class Optimizer:
     def _update(self, g: np.ndarray, w: np.ndarray, slots: dict[str, np.ndarray],
                 t: int) -> np.ndarray:
         raise NotImplementedError
+
+    def _store(self, slot: np.ndarray) -> np.ndarray:
+        """``slot`` (just updated in place) rounded in place to ``slot_dtype`` when one is set,
+        so the rest of the update reads the stored value; returns ``slot``."""
+        if self.slot_format is not None:
+            fpsim.round(slot, self.slot_format, out=slot)
+        return slot
+
+    def _state_constant(self, value: float, dtype: np.dtype) -> Any:
+        """A constant that lives beside the slots (epsilon) in ``dtype``, rounded to
+        ``slot_dtype`` when one is set: Adam's 1e-8 is 0 in fp16."""
+        c = dtype.type(value)
+        if self.slot_format is not None:
+            c = dtype.type(fpsim.round(np.asarray(c), self.slot_format))
+        return c
 
     # ---- the PyTorch face ---------------------------------------------------------------
     def _require_params(self, what: str) -> list[Any]:
@@ -238,7 +264,10 @@ class Optimizer:
     # ---- config and state ---------------------------------------------------------------
     def get_config(self) -> dict[str, Any]:
         """The constructor arguments (Keras style); ``type(opt).from_config(cfg)`` rebuilds it."""
-        return {"name": self.name, "learning_rate": self.learning_rate}
+        config: dict[str, Any] = {"name": self.name, "learning_rate": self.learning_rate}
+        if self.slot_dtype is not None:
+            config["slot_dtype"] = self.slot_dtype
+        return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Optimizer:
@@ -297,6 +326,21 @@ class Optimizer:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "name")
         return f"{type(self).__name__}({args})"
+
+
+def _slot_format(cls_name: str, slot_dtype: str | None) -> tuple[str | None, Any]:
+    """(name, Format) of ``slot_dtype``: None keeps the slots in the variable's carrier dtype
+    (fp32); a narrower format name ("float16", "bfloat16", ...) stores them rounded to it."""
+    if slot_dtype is None:
+        return None, None
+    from nn.policy import resolve_format
+
+    fmt = resolve_format(slot_dtype, f"{cls_name}: slot_dtype")
+    if fmt is None:
+        raise ValueError(f"{cls_name}: slot_dtype={slot_dtype!r} is the float64 carrier; pass "
+                         "None for slots in the variable's dtype, or a narrower format name "
+                         "such as 'float16' or 'bfloat16'")
+    return fmt.name, (fmt if _needs_rounding(fmt) else None)
 
 
 def _alias(cls_name: str, keras: tuple[str, Any, Any], torch: tuple[str, Any]) -> tuple[str, Any]:

@@ -27,12 +27,13 @@ class SGD(Optimizer):
 
     def __init__(self, learning_rate: Any = None, *extra: Any, momentum: float = 0.0,
                  nesterov: bool = False, lr: float | None = None,
-                 params: Iterable[Any] | None = None, name: str | None = None) -> None:
+                 params: Iterable[Any] | None = None, name: str | None = None,
+                 slot_dtype: str | None = None) -> None:
         rate, params, _ = learning_rate_args("SGD", learning_rate, lr, params, extra, 0.01, 1e-3)
         self.momentum = number("momentum", momentum, lo=0.0, hi=1.0)
         self.nesterov = bool(nesterov)
         self.slot_names = ("momentum",) if self.momentum > 0 else ()
-        super().__init__(rate, params=params, name=name)
+        super().__init__(rate, params=params, name=name, slot_dtype=slot_dtype)
 
     def _update(self, g, w, slots, t):
         c = w.dtype.type
@@ -42,6 +43,7 @@ class SGD(Optimizer):
         m = slots["momentum"]
         m *= c(self.momentum)
         m -= lr_g
+        self._store(m)
         if self.nesterov:
             return -(c(self.momentum) * m - lr_g)
         return -m
@@ -71,7 +73,7 @@ class RMSprop(Optimizer):
                  momentum: float = 0.0, epsilon: float = 1e-7, centered: bool = False,
                  lr: float | None = None, alpha: float | None = None, eps: float | None = None,
                  pytorch_epsilon: bool | None = None, params: Iterable[Any] | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, slot_dtype: str | None = None) -> None:
         rate, params, torch_face = learning_rate_args("RMSprop", learning_rate, lr, params, extra,
                                                       0.001, 0.01)
         if torch_face:  # PyTorch's defaults unless the user wrote the argument
@@ -87,26 +89,30 @@ class RMSprop(Optimizer):
         self.pytorch_epsilon = torch_face if pytorch_epsilon is None else bool(pytorch_epsilon)
         self.slot_names = (("velocity",) + (("momentum",) if self.momentum > 0 else ())
                            + (("average_gradient",) if self.centered else ()))
-        super().__init__(rate, params=params, name=name)
+        super().__init__(rate, params=params, name=name, slot_dtype=slot_dtype)
 
     def _update(self, g, w, slots, t):
         c = w.dtype.type
         rho, one_minus_rho = c(self.rho), c(1 - self.rho)
         v = slots["velocity"]
         v[...] = rho * v + one_minus_rho * np.square(g)
+        self._store(v)
         if self.centered:
             a = slots["average_gradient"]
             a[...] = rho * a + one_minus_rho * g
+            self._store(a)
             variance = v - np.square(a)
         else:
             variance = v
+        eps = self._state_constant(self.epsilon, w.dtype)
         if self.pytorch_epsilon:
-            increment = c(self.learning_rate) * g / (np.sqrt(variance) + c(self.epsilon))
+            increment = c(self.learning_rate) * g / (np.sqrt(variance) + eps)
         else:
-            increment = c(self.learning_rate) * g / np.sqrt(variance + c(self.epsilon))
+            increment = c(self.learning_rate) * g / np.sqrt(variance + eps)
         if self.momentum > 0:
             m = slots["momentum"]
             m[...] = c(self.momentum) * m + increment
+            self._store(m)
             return m
         return increment
 
@@ -129,6 +135,7 @@ class Adam(Optimizer):
       ``lr * m_hat / (sqrt(v_hat) + eps)`` rewritten in Keras's form.
 
     Defaults as Keras: learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7.
+    ``slot_dtype="float16"`` keeps m, v and epsilon in fp16 (see ``Optimizer``).
     PyTorch's spelling ``Adam(model.parameters(), lr=..., betas=(0.9, 0.999), eps=1e-8)``
     takes PyTorch's defaults (eps=1e-8) and placement of eps (``pytorch_epsilon=True``).
     """
@@ -139,7 +146,7 @@ class Adam(Optimizer):
                  beta_2: float = 0.999, epsilon: float = 1e-7, lr: float | None = None,
                  betas: tuple[float, float] | None = None, eps: float | None = None,
                  pytorch_epsilon: bool | None = None, params: Iterable[Any] | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, slot_dtype: str | None = None) -> None:
         rate, params, torch_face = learning_rate_args("Adam", learning_rate, lr, params, extra,
                                                       0.001, 0.001)
         b1_name, b2_name = "beta_1", "beta_2"
@@ -158,7 +165,7 @@ class Adam(Optimizer):
         self.beta_2 = number(b2_name, beta_2, lo=0.0, hi=1.0, hi_open=True)
         self.epsilon = number(eps_name, epsilon, lo=0.0, hi=math.inf)
         self.pytorch_epsilon = torch_face if pytorch_epsilon is None else bool(pytorch_epsilon)
-        super().__init__(rate, params=params, name=name)
+        super().__init__(rate, params=params, name=name, slot_dtype=slot_dtype)
 
     def _update(self, g, w, slots, t):
         c = w.dtype.type
@@ -169,7 +176,9 @@ class Adam(Optimizer):
         m, v = slots["momentum"], slots["velocity"]
         m += (g - m) * c(1 - self.beta_1)
         v += (np.square(g) - v) * c(1 - self.beta_2)
-        eps = c(self.epsilon)
+        self._store(m)
+        self._store(v)
+        eps = self._state_constant(self.epsilon, w.dtype)
         if self.pytorch_epsilon:
             eps = eps * np.sqrt(one - beta_2_power)
         return m * alpha / (np.sqrt(v) + eps)

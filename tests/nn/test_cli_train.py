@@ -16,7 +16,8 @@ from nn import experiments
 
 
 def test_compare_quick_prints_every_row_and_writes_the_png(tmp_path, capsys):
-    assert main(["compare", "--quick", "--epochs", "2", "--out", str(tmp_path)]) == 0
+    assert main(["compare", "--experiment", "digits", "--quick", "--epochs", "2", "--out",
+                 str(tmp_path)]) == 0
     out = capsys.readouterr().out
     table = out.splitlines()
     for label, _, _ in experiments.RUNS:
@@ -141,9 +142,46 @@ def test_every_option_of_train_and_compare_has_help_text_and_shows_its_default(c
 
 
 def test_compare_prints_the_warm_up_time_on_its_own_line_before_the_table(tmp_path, capsys):
-    assert main(["compare", "--epochs", "1", "--out", str(tmp_path)]) == 0
+    assert main(["compare", "--experiment", "digits", "--epochs", "1", "--out",
+                 str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     warm = [i for i, ln in enumerate(lines) if ln.startswith("one-time compilation")]
     header = [i for i, ln in enumerate(lines) if ln.startswith("run ")]
     assert len(warm) == 1 and len(header) == 1 and warm[0] < header[0]
     assert lines[warm[0]].endswith(" s") and "not in the times below" in lines[warm[0]]
+
+
+def test_compare_experiment_prints_its_knob_table_and_findings_and_writes_the_png(tmp_path,
+                                                                                  capsys):
+    assert main(["compare", "--experiment", "adam-state", "--steps", "3", "--out",
+                 str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("experiment adam-state: ")
+    assert any(ln.startswith("knob: ") for ln in lines)
+    warm = [i for i, ln in enumerate(lines) if ln.startswith("one-time compilation")]
+    header = [i for i, ln in enumerate(lines) if ln.startswith("run ")]
+    assert len(warm) == 1 and len(header) == 1 and warm[0] < header[0]
+    for column in ("test loss", "gap", "act. grads -> 0", "subnormal", "swamped", "NaN at step"):
+        assert column in lines[header[0]]
+    assert sum(ln.startswith("Adam, fp16 slots") for ln in lines) == 1
+    assert any("first non-finite loss at step 1" in ln for ln in lines)
+    png = tmp_path / "compare.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_digits_labels_its_loss_weight_a_teaching_device(tmp_path, capsys):
+    assert main(["compare", "--experiment", "digits", "--epochs", "1", "--out",
+                 str(tmp_path)]) == 0
+    assert "teaching device: the loss is multiplied by 2^-18" in capsys.readouterr().out
+
+
+def test_compare_default_experiment_is_the_documented_one():
+    args = build_parser().parse_args(["compare"])
+    assert args.experiment == experiments.DEFAULT_EXPERIMENT
+    assert experiments.DEFAULT_EXPERIMENT in experiments.EXPERIMENTS
+
+
+def test_compare_with_an_unknown_experiment_exits_2_naming_the_choices(capsys):
+    assert main(["compare", "--experiment", "fp7"]) == 2
+    err = _one_line_error(capsys)
+    assert "--experiment" in err and "'fp7'" in err and "underflow" in err

@@ -1,4 +1,4 @@
-"""nn's experiments: the ``fpsim compare`` story as a library (its data, settings and runs).
+"""The digits story (``fpsim compare --experiment digits``): its data, settings and runs.
 
 The CLI (``nn.cli``), the tests and the tutorials all import this module; the settings below
 are written here once.

@@ -1,0 +1,82 @@
+"""nn's experiments: each technique of mixed precision shown to matter, as functions that
+return the measured numbers (dataclasses; nothing is printed here).
+
+- ``digits``: the original ``fpsim compare`` story on the 8x8 digits (its 2**-18 loss weight
+  is a teaching device, labelled as such); its names are re-exported here, so
+  ``import nn.experiments as ex; ex.run_compare()`` works as before.
+- ``lm``: the small transformer language model on Python's own documentation, and one
+  measured run of it.
+- ``stories``: experiments 1-6 on that model (underflow from averaging, master weights,
+  fp32 statistics, fp32 accumulation, Adam's state in fp16, bf16 against fp16).
+"""
+
+from nn.experiments.digits import (
+    BATCH_SIZE,
+    EPOCHS,
+    GROWTH_STEPS,
+    HIDDEN,
+    LEARNING_RATE,
+    LOSS_WEIGHT,
+    MOMENTUM,
+    QUICK_EPOCHS,
+    RUNS,
+    SEED,
+    STORY_OPTIMIZER_SETTINGS,
+    TRAIN_BATCH_SIZE,
+    TRAIN_EPOCHS,
+    TRAIN_OPTIMIZER,
+    TRAIN_POLICY,
+    RunResult,
+    build_mlp,
+    default_learning_rate,
+    held_out_scores,
+    load_data,
+    make_optimizer,
+    optimizer_names,
+    run_compare,
+    run_story,
+    story_model,
+    warm_up,
+)
+from nn.experiments.lm import LMConfig, LMRun, build_lm, train_lm
+from nn.experiments.stories import (
+    DEFAULT,
+    EXPERIMENTS,
+    QUICK_STEPS,
+    TITLES,
+    ExperimentResult,
+    adam_state,
+    bf16_vs_fp16,
+    default_config,
+    findings,
+    fp32_accumulation,
+    fp32_statistics,
+    master_weights,
+    underflow_from_averaging,
+    underflow_with_sgd,
+)
+from nn.experiments.stories import warm_up as warm_up_experiment
+
+# ``fpsim compare``'s story when none is named (see the README for why this one)
+DEFAULT_EXPERIMENT = "adam-state"
+EXPERIMENT_TITLES: dict[str, str] = {
+    **TITLES, "digits": "the 8x8 digits MLP (loss x 2^-18, a teaching device)"}
+
+
+def experiment_names() -> list[str]:
+    """The names ``fpsim compare --experiment`` takes: the six experiments and "digits"."""
+    return [*EXPERIMENTS, "digits"]
+
+
+__all__ = [
+    "DEFAULT", "DEFAULT_EXPERIMENT", "EXPERIMENTS", "EXPERIMENT_TITLES", "QUICK_STEPS",
+    "ExperimentResult", "LMConfig", "LMRun", "adam_state", "bf16_vs_fp16", "build_lm",
+    "default_config", "underflow_with_sgd",
+    "experiment_names", "findings", "fp32_accumulation", "fp32_statistics", "master_weights",
+    "train_lm", "underflow_from_averaging", "warm_up_experiment",
+    "BATCH_SIZE", "EPOCHS", "GROWTH_STEPS", "HIDDEN", "LEARNING_RATE", "LOSS_WEIGHT", "MOMENTUM",
+    "QUICK_EPOCHS", "RUNS", "SEED", "STORY_OPTIMIZER_SETTINGS", "TRAIN_BATCH_SIZE",
+    "TRAIN_EPOCHS", "TRAIN_OPTIMIZER", "TRAIN_POLICY", "RunResult", "build_mlp",
+    "default_learning_rate", "held_out_scores", "load_data", "make_optimizer",
+    "optimizer_names", "run_compare", "run_story", "story_model", "warm_up",
+]

@@ -1,0 +1,146 @@
+"""Experiments 1-6 (nn.experiments) at CI size: each one's measured effect and its direction.
+The full-size numbers (the README's and ``fpsim compare``'s) are checked by the slow tests.
+
+Oracles: the float32 run (and the fp32-slot, fp32-accumulation, fp32-statistics runs) of the
+same model, same weights and batches; fpsim.monitor's counts; a float64 sum."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from nn import experiments as ex
+from nn.datasets import text
+
+CI = ex.LMConfig(sequence_length=32, batch_size=16, embed_dim=16, ff_dim=32, steps=12)
+
+
+def test_the_corpus_is_python_s_documentation_and_the_windows_predict_the_next_character():
+    corpus = text.load_python_docs()
+    assert corpus.source == "pydoc_data.topics" and len(corpus.text) > 100_000
+    (x, y), (x_test, y_test) = text.char_dataset(16, 8, seed=3)
+    assert x.shape == y.shape == (8, 16) and x_test.shape == (2, 16)
+    np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+    assert x.max() < text.VOCABULARY and x.dtype.kind == "i"
+
+
+def test_without_pydoc_data_the_corpus_falls_back_to_the_builtins_docstrings(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pydoc_data.topics", None)  # as a stripped install
+    corpus = text.load_python_docs()
+    assert corpus.source == "builtins docstrings"
+    assert "Return the absolute value of the argument." in corpus.text
+    (x, _), _ = text.char_dataset(64, 4, text=corpus)
+    assert x.shape == (4, 64)
+
+
+@pytest.fixture(scope="module")
+def underflow():
+    # the knob: the mean over 32 x 64 = 2048 positions, as the full-size experiment
+    return ex.underflow_from_averaging(CI.with_(sequence_length=64, batch_size=32, steps=3))
+
+
+def test_averaging_over_2048_positions_leaves_unscaled_fp16_gradients_subnormal(underflow):
+    unscaled = underflow.run("mixed_float16, no scaling")
+    scaled = underflow.run("mixed_float16 + dynamic")
+    assert unscaled.activation_subnormal > 0.5  # most keep only a few bits
+    assert scaled.activation_underflow == 0.0 and scaled.activation_subnormal < 0.01
+    assert underflow.run("float32").activation_underflow == 0.0
+    assert underflow.extra["positions"] == 2048
+
+
+def test_pure_float16_weights_swamp_far_more_updates_than_fp32_masters():
+    result = ex.master_weights(CI)
+    shares = result.extra["swamped_share"]
+    pure, mixed = shares["float16 (no master)"], shares["mixed_float16 (fp32 masters)"]
+    assert pure > 0.05 and pure >= 10 * mixed
+
+
+def test_fp16_accumulation_swamps_additions_of_the_kernel_gradient_sum():
+    swamping = ex.stories.kernel_gradient_swamping(CI)
+    assert swamping["swamped_additions"] > 0.01
+    assert 1e-4 < swamping["relative_error"] < 0.5
+
+
+def test_adam_with_fp16_slots_diverges_at_once_where_fp32_slots_train():
+    result = ex.adam_state(CI.with_(steps=4))
+    fp32, fp16 = result.runs
+    assert fp32.nan_step is None and math.isfinite(fp32.test_loss)
+    assert fp16.nan_step == 1  # the first update divided by v = eps = 0
+    assert result.extra["v_flushed"] > 0.3 and result.extra["nonfinite_weights"] > 0.3
+    assert result.loss_effect_shown
+
+
+def test_mixed_bfloat16_needs_no_scale_and_nothing_underflows():
+    result = ex.bf16_vs_fp16(CI)
+    bf16 = result.run("mixed_bfloat16")
+    assert bf16.final_loss_scale is None and bf16.activation_underflow == 0.0
+    assert abs(result.gap("mixed_bfloat16")) < 0.1
+    # the price: bf16's 8 significant bits move the logits more than fp16's 11
+    assert result.extra["logit_error_bf16"] > 2 * result.extra["logit_error_fp16"] > 0
+    # and the result says when the held-out loss does not show it
+    assert not result.loss_effect_shown
+    assert ex.findings(result)[-1].startswith("not shown in the loss at this size")
+
+
+def test_fp16_statistics_run_and_report_their_first_nonfinite_step_or_none():
+    result = ex.fp32_statistics(CI)
+    assert result.runs[0].nan_step is None
+    assert ex.findings(result)[0].startswith("fp16 statistics: first non-finite loss at")
+
+
+@pytest.mark.parametrize("name", sorted(ex.EXPERIMENTS))
+def test_every_experiment_has_a_title_and_a_default_configuration(name):
+    assert name in ex.EXPERIMENT_TITLES and name in ex.experiment_names()
+    assert ex.default_config(name).steps >= 100
+
+
+# --- full size: the numbers ``fpsim compare --experiment NAME`` prints (minutes each) ----------
+full_size = pytest.mark.skipif(not os.environ.get("FPSIM_FULL_EXPERIMENTS"),
+                               reason="full-size experiments: set FPSIM_FULL_EXPERIMENTS=1")
+
+
+@pytest.mark.slow
+@full_size
+def test_full_size_underflow_is_measured_in_the_gradients_not_in_the_loss():
+    result = ex.underflow_from_averaging()
+    unscaled = result.run("mixed_float16, no scaling")
+    assert unscaled.activation_underflow > 0.03 and unscaled.activation_subnormal > 0.5
+    assert result.run("mixed_float16 + dynamic").activation_underflow == 0.0
+    # at this size Adam absorbs the lost bits: the held-out loss is within 0.01 of float32
+    assert abs(result.gap(unscaled.label)) < 0.01
+
+
+@pytest.mark.slow
+@full_size
+def test_full_size_pure_float16_swamps_a_large_share_of_updates():
+    result = ex.master_weights()
+    shares = result.extra["swamped_share"]
+    assert shares["float16 (no master)"] > 0.1 > 100 * shares["mixed_float16 (fp32 masters)"]
+    assert result.runs[1].test_loss > result.runs[0].test_loss
+
+
+@pytest.mark.slow
+@full_size
+def test_full_size_adam_with_fp16_slots_is_nan_after_its_first_update():
+    result = ex.adam_state()
+    assert result.runs[1].nan_step == 1 and result.runs[0].nan_step is None
+
+
+@pytest.mark.slow
+@full_size
+def test_full_size_fp16_accumulation_swamps_the_kernel_gradient_sum():
+    result = ex.fp32_accumulation()
+    assert result.extra["swamped_additions"] > 0.05 and result.extra["relative_error"] > 0.01
+
+
+@pytest.mark.slow
+@full_size
+def test_full_size_with_sgd_unscaled_fp16_trains_worse_and_scaling_recovers():
+    result = ex.underflow_with_sgd()
+    unscaled = result.run("mixed_float16, no scaling")
+    assert result.gap(unscaled.label) > 0.05 and result.loss_effect_shown
+    assert result.gap("mixed_float16 + dynamic") < 0.02
