@@ -72,8 +72,8 @@ def round_bits(
     else:
         u = np.zeros(bits.shape, dtype=np.int64)
     eb = a >> CM
-    s_full = CM - M + (np.maximum(EMIN + CBIAS - np.maximum(eb, 1), 0) if f.SUBNORMALS else 0)
-    s_full = np.broadcast_to(np.asarray(s_full, dtype=np.int64), bits.shape)
+    below = np.maximum(EMIN + CBIAS - np.maximum(eb, 1), 0) if f.SUBNORMALS else 0
+    s_full = np.broadcast_to(np.asarray(CM - M + below, dtype=np.int64), bits.shape)
     s = np.minimum(s_full, CM)
     mask = (_I64(1) << s) - 1
     parity_shift = (1 - EMIN - CBIAS) if M == 0 else 0
