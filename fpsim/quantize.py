@@ -224,19 +224,23 @@ def _round_in_carrier(
     seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
     fast_kernel = (_kernels.count_nearest_even_f32_range if counting
                    else _kernels.round_nearest_even_f32_range)
-    if fast is not None and _kernels.lazy.compiled(
-            fast_kernel, src.size, (src.view(np.float32), dst.view(np.float32), 0, 0, fast)):
-        parts = _kernels.run(fast_kernel, src.size, (src.view(np.float32), dst.view(np.float32)),
-                             (fast,), parallel=parallel or counting)
+    general_args = (_kernels.mode_bits(mode), seed, c, f)
+    if fast is not None:
+        if _kernels.lazy.compiled(
+                fast_kernel, src.size, (src.view(np.float32), dst.view(np.float32), 0, 0, fast)):
+            parts = _kernels.run(fast_kernel, src.size,
+                                 (src.view(np.float32), dst.view(np.float32)), (fast,),
+                                 parallel=parallel or counting)
+        else:  # (the numpy stand-in; the general numba kernel is not needed here)
+            portable = (_kernels.portable.round_count_range if counting
+                        else _kernels.portable.round_range)
+            parts = [portable(src, dst, 0, src.size, *general_args)]
+    elif src.size >= _kernels.SPECIALISE_MIN:
+        parts = _kernels.run(_kernels.specialised_range(mode, counting), src.size, (src, dst),
+                             (seed, c, f))
     else:
-        if src.size >= _kernels.SPECIALISE_MIN:
-            parts = _kernels.run(_kernels.specialised_range(mode, counting), src.size,
-                                 (src, dst), (seed, c, f))
-        else:
-            kernel = _general_kernel(counting, (src, dst, 0, 0, _kernels.mode_bits(mode), seed,
-                                                c, f), src.size)
-            parts = _kernels.run(kernel, src.size, (src, dst),
-                                 (_kernels.mode_bits(mode), seed, c, f))
+        kernel = _general_kernel(counting, (src, dst, 0, 0, *general_args), src.size)
+        parts = _kernels.run(kernel, src.size, (src, dst), general_args)
     if counting:
         counts = np.sum(parts, axis=0)
         monitor_record(site or "round", fmt, src.size, tuple(int(k) for k in counts))

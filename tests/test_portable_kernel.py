@@ -136,3 +136,10 @@ def test_a_background_compile_makes_its_kernel_ready_and_forgets_it_as_pending()
     lazy.wait()
     assert key in lazy._ready and key not in lazy._pending
     assert lazy.compiled(_kernels.round_nearest_even_f32_range, 3, args)
+
+
+def test_float32_nearest_even_while_compiling_asks_only_for_its_fast_kernel(nothing_compiled):
+    x = np.linspace(-7e4, 7e4, 999, dtype=np.float32)
+    got = fpsim.round(x, "fp16")
+    assert nothing_compiled == [_kernels.round_nearest_even_f32_range]
+    np.testing.assert_array_equal(got, x.astype(np.float16).astype(np.float32))
