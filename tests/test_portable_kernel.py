@@ -142,4 +142,6 @@ def test_float32_nearest_even_while_compiling_asks_only_for_its_fast_kernel(noth
     x = np.linspace(-7e4, 7e4, 999, dtype=np.float32)
     got = fpsim.round(x, "fp16")
     assert nothing_compiled == [_kernels.round_nearest_even_f32_range]
-    np.testing.assert_array_equal(got, x.astype(np.float16).astype(np.float32))
+    with np.errstate(over="ignore"):  # numpy's float16 cast: the oracle, overflow to inf too
+        want = x.astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
