@@ -1,11 +1,11 @@
 """Which rounding path answers a call: the numba kernel when it is ready, else numpy while it
 compiles in the background.
 
-On a fresh install each numba kernel costs one to four seconds of compilation the first time
+On a fresh install each numba kernel costs 0.4 to 2 CPU seconds of compilation the first time
 (most of it numba's type inference and lowering, not LLVM; see README "Performance"). A small
 array does not need to wait for that: ``fpsim.kernels.portable`` computes the same bits in
-numpy, about ten times slower per element, which for an array below ``NUMPY_MAX`` elements is
-milliseconds. So ``compiled(kernel, n, args)``:
+numpy, 15 to 35 times slower per element, which for an array below ``NUMPY_MAX`` elements
+is milliseconds. So ``compiled(kernel, n, args)``:
 
 - True when this process has the kernel for these argument types (compiled, or loaded from
   numba's cache, by an earlier call), for arrays of ``NUMPY_MAX`` elements or more (they wait

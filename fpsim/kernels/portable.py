@@ -5,8 +5,8 @@ arrays instead of one element: every mode, both carriers, flush-to-zero, each ov
 unsigned formats, and stochastic rounding with the same splitmix64 bits for the same
 ``(seed, index)``. So its results are bit-identical to the numba kernels' (the tests compare
 them on every code, midpoint and neighbour of several formats, in every mode), and a fresh
-install can answer a small array at once instead of waiting a second or more for LLVM
-(``fpsim.kernels.lazy`` decides when). It is about ten times slower per element than the
+install can answer a small array at once instead of waiting a second or more for numba
+(``fpsim.kernels.lazy`` decides when). It is 15 to 35 times slower per element than the
 compiled kernel, which is why it is only a stand-in.
 
 numpy's int64 and uint64 arithmetic wraps like numba's; shifts are taken only by amounts in
