@@ -2,10 +2,13 @@
 
     python benchmarks/bench_cold_start.py [--cases first_fp16,all_modes,...]
 
-A case is a short script run as ``python -c`` with ``NUMBA_CACHE_DIR`` set to a new empty
-temporary directory; its time includes ``import``. The warm column reruns the same script with
-the cache the cold run left behind (the second run on a machine). The package imported is the
-one first on ``PYTHONPATH`` (``PYTHONPATH=/some/checkout`` measures another checkout).
+Arrays below 2^18 elements are answered by numpy while their kernel compiles in the background
+(fpsim.kernels.lazy), so ``large_toward_zero`` (2^21 elements, which wait for the compile) is
+the row that shows a compile. A case is a short script run as ``python -c`` with
+``NUMBA_CACHE_DIR`` set to a new empty temporary directory (also its working directory); its
+time includes ``import``. The warm column reruns the same script with the cache the cold run
+left behind (the second run on a machine). The package imported is the one first on
+``PYTHONPATH`` (``PYTHONPATH=/some/checkout`` measures another checkout).
 "cold s" is wall time, "cpu s" the interpreter's CPU time (user + system, all threads): on a
 shared, loaded machine the wall time grows with the load and the CPU time much less, so compare
 CPU times when the wall times look off, and rerun.
@@ -31,6 +34,11 @@ CASES: dict[str, tuple[str, float, str]] = {
                           "import + first fpsim.round, float32, toward_zero"),
     "first_stochastic": (_PRELUDE + "fpsim.round(x, 'bf16', 'stochastic', rng=0)\n", 1.5,
                          "import + first fpsim.round, float32, stochastic"),
+    "large_toward_zero": (
+        "import numpy as np, fpsim\n"
+        "x = np.linspace(-70000, 70000, 1 << 21, dtype=np.float32)\n"
+        "fpsim.round(x, 'fp16', 'toward_zero')\n", 1.5,
+        "import + first fpsim.round, 2^21 float32, toward_zero (waits for its kernel)"),
     "all_modes": (
         _PRELUDE
         + "for m in list(fpsim.RoundingMode):\n"
@@ -66,8 +74,10 @@ def run(script: str, cache_dir: str) -> tuple[float, float, str]:
     """(wall seconds, CPU seconds, stderr) of the script in a fresh interpreter."""
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
     t0, cpu0 = time.perf_counter(), _children_cpu()
+    # (run in the cache directory: ``python -c`` puts the working directory first on sys.path,
+    # which must not shadow the PYTHONPATH checkout being measured)
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True)
+                          text=True, cwd=cache_dir)
     seconds, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if proc.returncode != 0:
         raise RuntimeError(f"case failed:\n{script}\n{proc.stderr}")

@@ -1,6 +1,7 @@
 """The kernel entry points fpsim.quantize, fpsim.accumulate and nn use (see fpsim.kernels)."""
 
-from fpsim.kernels.accumulate import accumulate_rows, matmul_accumulate
+from fpsim.kernels import lazy, portable
+from fpsim.kernels.accumulate import accumulate_rows
 from fpsim.kernels.constants import Carrier, FormatBits, NearestEvenF32, carrier_constants
 from fpsim.kernels.fast_f32 import (
     count_nearest_even_f32_range,
@@ -23,6 +24,7 @@ __all__ = [
     "MODE_KERNELS", "PARALLEL_MIN", "SPECIALISED_RANGE", "SPECIALISE_MIN", "Carrier",
     "FormatBits", "NearestEvenF32",
     "accumulate_rows", "carrier_constants", "count_nearest_even_f32_range", "get_num_threads",
-    "matmul_accumulate", "mode_bits", "round_count_range", "round_nearest_even_f32_range",
-    "round_nearest_even_f32_value", "round_range", "run", "specialised_range", "stream_seed",
+    "lazy", "mode_bits", "portable", "round_count_range",
+    "round_nearest_even_f32_range", "round_nearest_even_f32_value", "round_range", "run",
+    "specialised_range", "stream_seed",
 ]

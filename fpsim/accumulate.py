@@ -137,11 +137,26 @@ def matmul_2d(
         order = "sequential"
     a64 = np.ascontiguousarray(a, dtype=np.float64)
     bt64 = np.ascontiguousarray(np.asarray(b, dtype=np.float64).T)
-    out = np.empty((a.shape[0], b.shape[1]), dtype=np.float64)
+    m, k, n = a64.shape[0], a64.shape[1], bt64.shape[0]
+    out = np.empty((m, n), dtype=np.float64)
     code, seed, c, f = _kernel_args(acc, mode, rng)
-    _kernels.run(_kernels.matmul_accumulate, a64.shape[0], (a64, bt64, out),
-                 (order == "pairwise", code, seed, c, f), work=out.size * a64.shape[1])
+    # out[i, j] is row i * n + j of the (m * n, k) matrix of exact float64 products
+    # a[i, t] * b[t, j] (<= 48-bit significands), summed by the one accumulation kernel
+    # (accumulate_rows, which fpsim.sum uses too); its stochastic stream is indexed by that
+    # row, so a block of rows starting at i0 continues the stream at i0 * n * 2k.
+    step = max(1, _PRODUCTS_BLOCK // max(1, n * k))
+    flat = out.reshape(-1)
+    for i0 in range(0, m, step):
+        i1 = min(m, i0 + step)
+        prods = (a64[i0:i1, None, :] * bt64[None, :, :]).reshape((i1 - i0) * n, k)
+        _kernels.run(_kernels.accumulate_rows, prods.shape[0], (prods, flat[i0 * n:i1 * n]),
+                     (order == "pairwise", code, _kernels.stream_seed(seed, i0 * n * 2 * k), c,
+                      f), work=prods.size)
     return out
+
+
+# the products of this many (row, column, term) triples are formed at a time
+_PRODUCTS_BLOCK = 1 << 20
 
 
 def _normalize_axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int, ...]:

@@ -10,6 +10,8 @@ of ``fpsim.kernels`` on the integer view of the carrier.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -217,26 +219,42 @@ def _round_in_carrier(
     fast = None
     if mode is RoundingMode.NEAREST_EVEN and dtype == np.float32:
         fast = nearest_even_f32_constants(fmt, subnormals, policy)
+    c = _kernels.carrier_constants(dtype)
+    f = format_constants(fmt, dtype, subnormals, policy)
+    seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
+    fast_kernel = (_kernels.count_nearest_even_f32_range if counting
+                   else _kernels.round_nearest_even_f32_range)
+    general_args = (_kernels.mode_bits(mode), seed, c, f)
     if fast is not None:
-        fast_kernel = (_kernels.count_nearest_even_f32_range if counting
-                       else _kernels.round_nearest_even_f32_range)
-        parts = _kernels.run(fast_kernel, src.size, (src.view(np.float32), dst.view(np.float32)),
-                             (fast,), parallel=parallel or counting)
+        if _kernels.lazy.compiled(
+                fast_kernel, src.size, (src.view(np.float32), dst.view(np.float32), 0, 0, fast)):
+            parts = _kernels.run(fast_kernel, src.size,
+                                 (src.view(np.float32), dst.view(np.float32)), (fast,),
+                                 parallel=parallel or counting)
+        else:  # (the numpy stand-in; the general numba kernel is not needed here)
+            portable = (_kernels.portable.round_count_range if counting
+                        else _kernels.portable.round_range)
+            parts = [portable(src, dst, 0, src.size, *general_args)]
+    elif src.size >= _kernels.SPECIALISE_MIN:
+        parts = _kernels.run(_kernels.specialised_range(mode, counting), src.size, (src, dst),
+                             (seed, c, f))
     else:
-        c = _kernels.carrier_constants(dtype)
-        f = format_constants(fmt, dtype, subnormals, policy)
-        seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
-        if src.size >= _kernels.SPECIALISE_MIN:
-            parts = _kernels.run(_kernels.specialised_range(mode, counting), src.size,
-                                 (src, dst), (seed, c, f))
-        else:
-            kernel = _kernels.round_count_range if counting else _kernels.round_range
-            parts = _kernels.run(kernel, src.size, (src, dst),
-                                 (_kernels.mode_bits(mode), seed, c, f))
+        kernel = _general_kernel(counting, (src, dst, 0, 0, *general_args), src.size)
+        parts = _kernels.run(kernel, src.size, (src, dst), general_args)
     if counting:
         counts = np.sum(parts, axis=0)
         monitor_record(site or "round", fmt, src.size, tuple(int(k) for k in counts))
     return result
+
+
+def _general_kernel(counting: bool, args: tuple, n: int) -> Callable[..., Any]:
+    """round_range (counting: round_count_range): the numba kernel when it is ready (see
+    fpsim.kernels.lazy), else its numpy stand-in, bit for bit the same."""
+    kernel = _kernels.round_count_range if counting else _kernels.round_range
+    if _kernels.lazy.compiled(kernel, n, args):
+        return kernel
+    return (_kernels.portable.round_count_range if counting
+            else _kernels.portable.round_range)
 
 
 # float32 input to a format reaching below float32's normal range is rounded through float64
@@ -262,10 +280,11 @@ def _round_through_float64(
     f = format_constants(fmt, np.dtype(np.float64), subnormals, policy)
     seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
     counting = monitor_is_active()
-    kernel = _kernels.round_count_range if counting else _kernels.round_range
     m = _kernels.mode_bits(mode)
     n = flat_in.size
     wide = np.empty(min(n, _WIDE_CHUNK), dtype=np.float64)
+    kernel = _general_kernel(counting, (wide.view(np.int64), wide.view(np.int64), 0, 0, m, seed,
+                                        c, f), n)
     counts = np.zeros(5, dtype=np.int64)
     for lo in range(0, n, _WIDE_CHUNK):
         hi = min(n, lo + _WIDE_CHUNK)

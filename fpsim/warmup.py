@@ -75,14 +75,18 @@ def tasks() -> list[tuple[str, Callable[[], object]]]:
 
 
 def run_tasks(calls: list[tuple[str, Callable[[], object]]], progress: bool) -> None:
-    """Run each call, with a tqdm bar when ``progress``."""
+    """Run each call, with a tqdm bar when ``progress``; kernels compile on the calling thread
+    (fpsim.kernels.lazy.eager_compiles), never in the background behind a numpy answer."""
+    from fpsim.kernels.lazy import eager_compiles
+
     if not progress:
-        for _, call in calls:
-            call()
+        with eager_compiles():
+            for _, call in calls:
+                call()
         return
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(calls), desc="fpsim warmup", unit="kernel") as bar:
+    with eager_compiles(), tqdm(total=len(calls), desc="fpsim warmup", unit="kernel") as bar:
         for label, call in calls:
             bar.set_postfix_str(label)
             call()

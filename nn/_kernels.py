@@ -21,6 +21,11 @@ from fpsim.kernels.constants import NearestEvenF32
 from fpsim.kernels.fast_f32 import round_nearest_even_f32_value as _round_value
 from fpsim.kernels.threads import run
 
+# nn's kernels split an array over fpsim's thread pool only from this many elements: below it
+# the hand-off costs more than it saves, most of all while BLAS's own threads hold the cores
+# (64-256-256-10 at batch 256, 2^16-element activations: a step 12% faster single-threaded).
+PARALLEL_MIN = 1 << 20
+
 # Stands in for p when do_round is False (never read then; one type, so one compiled kernel).
 _UNUSED = NearestEvenF32(np.uint32(0), np.float32(0), np.float32(0), np.float32(0),
                          np.float32(0), False)
@@ -43,9 +48,10 @@ def _round_inplace_range(x, lo, hi, p):
 def round_into(x: np.ndarray, out: np.ndarray, p: NearestEvenF32) -> None:
     """out = x rounded to the format p (flat float32 arrays; out may be x)."""
     if out.ctypes.data == x.ctypes.data:  # in place: one array, since an aliased pair
-        run(_round_inplace_range, x.size, (x,), (p,))  # runs ~50x slower (no vectorizing)
+        run(_round_inplace_range, x.size, (x,), (p,),  # runs ~50x slower (no vectorizing)
+            parallel=x.size >= PARALLEL_MIN)
     else:
-        run(_round_into_range, x.size, (x, out), (p,))
+        run(_round_into_range, x.size, (x, out), (p,), parallel=x.size >= PARALLEL_MIN)
 
 
 @njit(nogil=True, cache=True)
@@ -69,7 +75,8 @@ def bias_act_round(z: np.ndarray, b: np.ndarray, has_bias: bool, relu: bool, do_
     helper costs reference counting per element.)
     """
     p = p if do_round else _UNUSED
-    run(_bias_act_round_rows, z.shape[0], (z,), (b, has_bias, relu, do_round, p), work=z.size)
+    run(_bias_act_round_rows, z.shape[0], (z,), (b, has_bias, relu, do_round, p), work=z.size,
+        parallel=z.size >= PARALLEL_MIN)
 
 
 @njit(nogil=True, cache=True)

@@ -7,13 +7,18 @@ the carrier, pack the constants and dispatch). One job a module:
 - ``general``: every mode on either carrier, the mode a run-time code (``MODE_KERNELS``),
   with an event-counting twin for ``fpsim.monitor``;
 - ``fast_f32``: float32 nearest-even in float32 arithmetic, the common case;
-- ``accumulate``: sums and matrix products rounded after every addition;
+- ``portable``: the general kernel's function in numpy, bit for bit (no compile needed);
+- ``lazy``: picks the numba kernel when ready, else ``portable`` while it compiles in the
+  background (small arrays only);
+- ``accumulate``: sums (and, on rows of exact products, matrix products) rounded after every
+  addition;
 - ``mx``: MX block quantization of float32 (amax, shared exponent, elements) for fpsim.mx;
 - ``threads``: runs the range kernels on blocks of a large array in a small thread pool;
 - ``notice``: says so on stderr when a kernel must be compiled (not when loaded from cache).
 
 Every kernel is ``cache=True`` and ``nogil=True`` and none uses ``prange``: a fresh install
-compiles a handful of small serial kernels, lazily, on the first call that needs each.
+compiles a handful of small serial kernels, lazily, on the first call that needs each (in the
+background while ``portable`` answers, for arrays below ``lazy.NUMPY_MAX``).
 """
 
 from fpsim.kernels import notice as _notice  # noqa: F401  (registers the compile notice)

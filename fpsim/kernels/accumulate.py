@@ -1,4 +1,4 @@
-"""Accumulation kernels (fpsim.accumulate): sums and matrix products, rounded every addition.
+"""The accumulation kernel (fpsim.accumulate): sums of rows, rounded every addition.
 
 The accumulator is a float64 holding a value of the accumulation format. Each step adds one
 term exactly in spirit: TwoSum gives hi + lo == s + x exactly; when lo != 0, hi is moved to the
@@ -7,8 +7,9 @@ so that the one rounding to a format of p <= 24 bits (53 >= p + 2) is the correc
 the exact s + x. Products of two float32-representable values (<= 24-bit significands, at most
 48 bits, exponents far inside float64's range) are exact in float64.
 
-The kernels work on rows ``[lo, hi)`` and release the GIL (fpsim.kernels.threads runs blocks of
-rows in parallel). ``mode`` is a code of fpsim.kernels.general.MODE_KERNELS.
+The kernel works on rows ``[lo, hi)`` and releases the GIL (fpsim.kernels.threads runs blocks of
+rows in parallel). Matrix products use it too, on rows of exact products (fpsim.accumulate):
+one kernel to compile instead of two. ``mode`` is a code of fpsim.kernels.general.MODE_KERNELS.
 """
 
 from __future__ import annotations
@@ -82,21 +83,3 @@ def accumulate_rows(x, out, lo, hi, pairwise, mode, seed, c, f):
     for r in range(lo, hi):
         buf = np.empty(n if pairwise else 0, dtype=np.float64)
         out[r] = _reduce_row(x[r], buf, pairwise, mode, seed, r * 2 * n, c, f)
-
-
-@njit(nogil=True, cache=True)
-def matmul_accumulate(a, bt, out, lo, hi, pairwise, mode, seed, c, f):
-    """out[i, j] = sum_k a[i, k] * bt[j, k] for the rows lo <= i < hi: exact float64 products,
-    rounded accumulation.
-
-    ``bt`` is the right operand transposed (rows are its columns), both C-contiguous float64.
-    """
-    k = a.shape[1]
-    n = bt.shape[0]
-    for i in range(lo, hi):
-        prods = np.empty(k, dtype=np.float64)
-        buf = np.empty(k if pairwise else 0, dtype=np.float64)
-        for j in range(n):
-            for t in range(k):
-                prods[t] = a[i, t] * bt[j, t]  # exact: <= 48-bit significand
-            out[i, j] = _reduce_row(prods, buf, pairwise, mode, seed, (i * n + j) * 2 * k, c, f)

@@ -1,0 +1,39 @@
+"""nn's fused rounding kernels use fpsim's thread pool only for arrays of nn._kernels.PARALLEL_MIN
+elements or more, and give the same bits either way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fpsim
+from nn import _kernels
+from nn.rounding import round_params
+
+
+@pytest.fixture
+def parallel_flags(monkeypatch):
+    seen: list[bool] = []
+    real = _kernels.run
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("parallel", True))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_kernels, "run", spy)
+    return seen
+
+
+@pytest.mark.parametrize("n", [1 << 16, _kernels.PARALLEL_MIN])
+def test_nn_rounding_splits_over_threads_only_from_parallel_min_and_rounds_the_same(
+        parallel_flags, n):
+    x = (np.random.default_rng(0).standard_normal(n) * 1e3).astype(np.float32)
+    p = round_params(fpsim.BF16)
+    out = np.empty_like(x)
+    _kernels.round_into(x, out, p)
+    z = x.reshape(-1, 256).copy()
+    _kernels.bias_act_round(z, np.zeros(256, np.float32), True, False, True, p)
+    assert parallel_flags == [n >= _kernels.PARALLEL_MIN] * 2
+    want = fpsim.round(x, fpsim.BF16)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(z.reshape(-1), want)

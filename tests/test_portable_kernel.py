@@ -1,0 +1,147 @@
+"""The numpy stand-in (fpsim.kernels.portable) computes what the numba kernels compute, bit for
+bit, and fpsim.round answers through it while a kernel compiles (fpsim.kernels.lazy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from oracle import sample_points
+
+import fpsim
+from fpsim import _kernels
+from fpsim.kernels import lazy, portable
+from fpsim.rounding import RoundingMode
+
+_FORMATS = [
+    fpsim.FP16, fpsim.BF16, fpsim.E4M3FN, fpsim.E5M2, fpsim.E4M3FNUZ, fpsim.E2M1FN,
+    fpsim.BF16.replace(name="bf16_ftz", subnormals=False),
+    *[f for f in fpsim.P3109_FORMATS[:3]],
+]
+
+
+def _inputs(fmt: fpsim.Format, dtype: type) -> np.ndarray:
+    """Every code, midpoint and neighbour of fmt (both signs, specials, beyond max) and random
+    bit patterns of the carrier (float32 patterns cover every carrier exponent)."""
+    itype = np.int32 if dtype == np.float32 else np.int64
+    rng = np.random.default_rng(5)
+    patterns = rng.integers(np.iinfo(itype).min, np.iinfo(itype).max, 2**15, dtype=itype)
+    return np.concatenate([sample_points(fmt, dtype), patterns.view(dtype)])
+
+
+@pytest.mark.parametrize("mode", list(RoundingMode), ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", _FORMATS, ids=str)
+def test_the_numpy_stand_in_equals_the_general_kernel_bit_for_bit_with_the_same_counts(
+        mode, dtype, fmt):
+    itype = np.int32 if dtype == np.float32 else np.int64
+    x = _inputs(fmt, dtype)
+    c = _kernels.carrier_constants(np.dtype(dtype))
+    m = _kernels.mode_bits(mode)
+    for policy in ("inf", "saturate", "nan"):
+        if policy == "inf" and not fmt.inf:
+            continue
+        f = fpsim.quantize.format_constants(fmt, np.dtype(dtype), fmt.subnormals, policy)
+        src = x.view(itype)
+        want, got = np.empty_like(src), np.empty_like(src)
+        # an odd range [3, n - 2): the stochastic stream is indexed by the array position
+        want_counts = _kernels.round_count_range(src, want, 3, src.size - 2, m, -77, c, f)
+        got_counts = portable.round_count_range(src, got, 3, src.size - 2, m, -77, c, f)
+        np.testing.assert_array_equal(got[3:-2], want[3:-2])
+        np.testing.assert_array_equal(got_counts, want_counts)
+        plain = np.empty_like(src)
+        portable.round_range(src, plain, 3, src.size - 2, m, -77, c, f)
+        np.testing.assert_array_equal(plain[3:-2], want[3:-2])
+
+
+def test_the_numpy_stand_in_rounds_in_place():
+    x = np.linspace(-7e4, 7e4, 1001, dtype=np.float32)
+    want = fpsim.round(x, "fp16", "up")
+    bits = x.copy().view(np.int32)
+    c = _kernels.carrier_constants(np.dtype(np.float32))
+    f = fpsim.quantize.format_constants(fpsim.FP16, np.dtype(np.float32), True, "inf")
+    portable.round_range(bits, bits, 0, bits.size, _kernels.mode_bits("up"), 0, c, f)
+    np.testing.assert_array_equal(bits.view(np.float32), want)
+
+
+def test_the_numpy_stand_in_agrees_with_the_spec_round_scalar():
+    x = np.float64([1.0 + 2.0**-11, -(1.0 + 3 * 2.0**-11), 2.0**-25, 65519.0, -1e-9, 3.3])
+    c = _kernels.carrier_constants(np.dtype(np.float64))
+    f = fpsim.quantize.format_constants(fpsim.FP16, np.dtype(np.float64), True, "inf")
+    for mode in RoundingMode:
+        if mode is RoundingMode.STOCHASTIC:
+            continue
+        got = np.empty_like(x)
+        portable.round_range(x.view(np.int64), got.view(np.int64), 0, x.size,
+                             _kernels.mode_bits(mode), 0, c, f)
+        want = [fpsim.round_scalar(float(v), "fp16", mode) for v in x]
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.fixture
+def nothing_compiled(monkeypatch):
+    """lazy's view of a fresh process: no kernel ready and compiles that never finish."""
+    started: list[object] = []
+    lazy.wait()  # (a compile started before must not finish into the patched tables)
+    monkeypatch.setattr(lazy, "_ready", set())
+    monkeypatch.setattr(lazy, "_pending", {})
+    monkeypatch.setattr(lazy, "_start", lambda key, kernel, args: started.append(kernel))
+    return started
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "stochastic"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_small_array_is_answered_by_numpy_while_its_kernel_compiles(
+        nothing_compiled, mode, dtype):
+    x = (np.random.default_rng(2).standard_normal(5000) * 1e3).astype(dtype)
+    with fpsim.monitor() as mon:
+        got = fpsim.round(x, "e4m3fn", mode, rng=3)
+    assert nothing_compiled, "no compile was requested"
+    with lazy.eager_compiles(), fpsim.monitor() as mon_kernel:  # the numba kernels
+        want = fpsim.round(x, "e4m3fn", mode, rng=3)
+    np.testing.assert_array_equal(got, want)
+    assert mon.summary() == mon_kernel.summary()
+
+
+def test_float32_through_the_float64_carrier_is_answered_by_numpy_while_compiling(
+        nothing_compiled):
+    wide = fpsim.Format("e8m7b140", 8, 7, bias=140)
+    x = (np.random.default_rng(2).standard_normal(3000) * 1e-38).astype(np.float32)
+    got = fpsim.round(x, wide, "stochastic", rng=1)
+    assert nothing_compiled
+    with lazy.eager_compiles():
+        want = fpsim.round(x, wide, "stochastic", rng=1)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_large_array_waits_for_its_kernel_instead_of_taking_the_numpy_path(
+        nothing_compiled):
+    x = np.ones(lazy.NUMPY_MAX, dtype=np.float32)
+    fpsim.round(x, "fp16", "toward_zero")
+    assert not nothing_compiled  # compiled (or loaded) on the calling thread, as before
+
+
+def test_inside_eager_compiles_no_numpy_stand_in_is_used(nothing_compiled):
+    with lazy.eager_compiles():
+        fpsim.round(np.ones(10, dtype=np.float32), "fp16", "up")
+    assert not nothing_compiled
+
+
+def test_a_background_compile_makes_its_kernel_ready_and_forgets_it_as_pending():
+    src = np.ones(3, dtype=np.float32)
+    p = fpsim.quantize.nearest_even_f32_constants(fpsim.BF16, True, "inf")
+    args = (src, src.copy(), 0, 3, p)
+    key = lazy._key(_kernels.round_nearest_even_f32_range, args)
+    lazy._ready.discard(key)
+    assert not lazy.compiled(_kernels.round_nearest_even_f32_range, 3, args)
+    lazy.wait()
+    assert key in lazy._ready and key not in lazy._pending
+    assert lazy.compiled(_kernels.round_nearest_even_f32_range, 3, args)
+
+
+def test_float32_nearest_even_while_compiling_asks_only_for_its_fast_kernel(nothing_compiled):
+    x = np.linspace(-7e4, 7e4, 999, dtype=np.float32)
+    got = fpsim.round(x, "fp16")
+    assert nothing_compiled == [_kernels.round_nearest_even_f32_range]
+    with np.errstate(over="ignore"):  # numpy's float16 cast: the oracle, overflow to inf too
+        want = x.astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
