@@ -153,15 +153,3 @@ def test_round_to_odd_in_between_makes_bf16_right_on_every_case():
     odd = np.array([_to_odd(np.float64(x)) for x in cases], np.uint32).view(np.float32)
     assert np.array_equal(fpsim.round(odd, fpsim.BF16), fpsim.round(cases, fpsim.BF16))
 
-
-@pytest.mark.parametrize("name", list(basics.all_checks()))
-def test_a_raising_or_malformed_answer_is_reported_not_raised(name, capsys):
-    check = getattr(basics, name)
-
-    def stub(*args):
-        raise NotImplementedError("your code here")
-
-    assert check(stub) is False
-    assert "NotImplementedError" in capsys.readouterr().out
-    assert check(lambda *args: "nonsense") is False
-    assert capsys.readouterr().out.startswith(f"{FAIL} {name}:")

@@ -25,11 +25,10 @@ import numpy as np
 
 from nn import functions as F
 from nn.layers.base import Layer, deserialize, register, serialize
-from nn.layers.sequential import check_new_layers
+from nn.layers.sequential import Container, check_new_layers
 from nn.layers.symbolic import Node, SymbolicTensor, symbolic_call
-from nn.model import Model
 from nn.policy import Policy, default_tensor_format, format_name, resolve_format
-from nn.tensor import Tensor, Variable
+from nn.tensor import Tensor
 
 
 def _check_shape(what: str, shape: Any) -> tuple[int | None, ...]:
@@ -126,7 +125,7 @@ def _topological_nodes(outputs: list[SymbolicTensor]) -> list[Node]:
 
 
 @register
-class Functional(Layer, Model):
+class Functional(Container):
     """A model made of a graph of layer calls: ``nn.Model(inputs=..., outputs=...)``.
 
     Called on data (one array, or a list in ``inputs`` order for several inputs) it runs every
@@ -161,16 +160,6 @@ class Functional(Layer, Model):
         self.built = True
 
     # --- structure --------------------------------------------------------------------------
-    @property
-    def weights(self) -> list[Variable]:
-        return [v for layer in self.layers for v in layer.weights]
-
-    @property
-    def trainable_variables(self) -> list[Variable]:
-        if not self.trainable:
-            return []
-        return [v for layer in self.layers for v in layer.trainable_variables]
-
     def build(self, input_shape: Any = None) -> None:
         """Nothing to do: a functional model is built from ``nn.Input`` (Keras's rule)."""
 

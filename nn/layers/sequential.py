@@ -69,8 +69,25 @@ def _layers_from_args(args: tuple[Any, ...], layers: Iterable[Layer] | None,
                     f"layers as arguments, Sequential(a, b, c) (PyTorch); got ({kinds})")
 
 
+class Container(Layer, Model):
+    """A model made of ``self.layers`` (Sequential, Functional): its variables are theirs, in
+    layer order."""
+
+    layers: list[Layer]
+
+    @property
+    def weights(self) -> list[Variable]:
+        return [v for layer in self.layers for v in layer.weights]
+
+    @property
+    def trainable_variables(self) -> list[Variable]:
+        if not self.trainable:
+            return []
+        return [v for layer in self.layers for v in layer.trainable_variables]
+
+
 @register
-class Sequential(Layer, Model):
+class Sequential(Container):
     """Layers applied in order. Each layer casts to its own compute format; no cast here.
 
     A ``Model``: ``compile``, ``fit``, ``evaluate``, ``predict``, ``summary``, ``save``.
@@ -139,16 +156,6 @@ class Sequential(Layer, Model):
     def set_weights(self, weights: Iterable[Any]) -> None:
         self.require_built("set_weights()")
         Layer.set_weights(self, weights)
-
-    @property
-    def weights(self) -> list[Variable]:
-        return [v for layer in self.layers for v in layer.weights]
-
-    @property
-    def trainable_variables(self) -> list[Variable]:
-        if not self.trainable:
-            return []
-        return [v for layer in self.layers for v in layer.trainable_variables]
 
     def _as_input(self, x: Any) -> Tensor:
         if isinstance(x, Tensor):
