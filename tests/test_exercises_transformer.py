@@ -130,3 +130,10 @@ def test_a_raising_or_malformed_answer_is_reported_not_raised(answer, phrase, ca
 @pytest.mark.parametrize("name", list(ct.all_checks()))
 def test_every_listed_check_exists(name):
     assert callable(getattr(ct, name))
+
+
+def test_module_docstring_example_gives_the_verdict_it_shows():
+    import doctest
+
+    result = doctest.testmod(ct)
+    assert result.attempted >= 1 and result.failed == 0
