@@ -135,12 +135,19 @@ def _parameter_count(config: LMConfig) -> int:
     return sum(v.size for v in model.trainable_variables)
 
 
-# --- 3 ----------------------------------------------------------------------------------------
+# --- 3 ---------------------------------------------------------------------------------------
+FP16_SQUARE_LIMIT = 256.0  # |x - mean| above this squares past fp16's max (65504): var is inf
+
+
 def fp32_statistics(config: LMConfig = DEFAULT) -> ExperimentResult:
     """Attention softmax and LayerNorm statistics in fp32 (mixed_float16: Keras's rule)
-    against the same layers given dtype="float16" (softmax, mean and variance in fp16; their
-    weights fp16 too), both loss-scaled. ``extra["first_overflow"]`` is the first forward site
-    that overflowed in the fp16-statistics model on the last batch, or None."""
+    against the same layers given ``statistics_dtype="float16"`` (softmax, mean, variance and
+    the normalization in fp16; the weights stay fp32 masters, so the statistics' format is the
+    only difference), both loss-scaled. ``extra``: the fp16-statistics model's forward pass
+    on held-out text (``forward_events``: overflow share and first overflowing site), the
+    steps each run skipped for non-finite gradients, the first step skipped by the fp16 run
+    only (``first_fp16_only_skip``), and the headroom: the largest ``|x - mean|`` at any
+    LayerNorm input (``largest_deviation``; fp16's variance overflows above 256)."""
     fp16_model = build_lm(config, "mixed_float16", stats_dtype="float16")
     runs = [
         train_lm("fp32 statistics", config, "mixed_float16", _opt(config),
@@ -148,10 +155,48 @@ def fp32_statistics(config: LMConfig = DEFAULT) -> ExperimentResult:
         train_lm("fp16 statistics", config, "mixed_float16", _opt(config),
                  loss_scale="dynamic", model=fp16_model),
     ]
+    skipped = [[i for i, s in enumerate(r.history.step_skipped) if s] for r in runs]
+    only = sorted(set(skipped[1]) - set(skipped[0]))
+    extra = {**forward_events(fp16_model, config), "skipped_fp32": skipped[0],
+             "skipped_fp16": skipped[1], "first_fp16_only_skip": only[0] if only else None,
+             "largest_deviation": largest_norm_deviation(fp16_model, config)}
     return ExperimentResult(
         "statistics", "fp32 vs fp16 softmax and LayerNorm statistics", config,
-        "none: the statistics' format is the only difference", runs,
-        forward_events(fp16_model, config), ("fp16 statistics", "fp32 statistics"))
+        f"none found at this size: the largest |x - mean| at a LayerNorm input is "
+        f"{extra['largest_deviation']:.3g} (fp16's variance overflows above "
+        f"{FP16_SQUARE_LIMIT:g})", runs, extra, ("fp16 statistics", "fp32 statistics"))
+
+
+def largest_norm_deviation(model: Any, config: LMConfig) -> float:
+    """The largest ``|x - mean(x)|`` (over the features) at the input of any LayerNormalization
+    of ``model`` in a forward pass on the first held-out batch: how far the statistics are
+    from squaring past fp16's max. The blocks are replayed step by step as
+    ``TransformerBlock`` composes them (post-norm or pre-norm)."""
+    _, (x_test, _) = data_for(config)
+    seen: list[float] = []
+
+    def deviation(t: Any) -> None:
+        v = t.data.astype(np.float64)
+        seen.append(float(np.max(np.abs(v - v.mean(-1, keepdims=True)))))
+
+    with nn.no_grad(), np.errstate(all="ignore"):
+        x = model.layers[0](x_test[:config.batch_size])
+        for block in model.layers[1:-1]:
+            attend = block.attention
+            if block.normalize_first:
+                deviation(x)
+                h = block.ln1(x)
+                x = x + attend(h, h, use_causal_mask=block.causal)
+                deviation(x)
+                x = x + block.ff2(block.ff1(block.ln2(x)))
+            else:
+                r = x + attend(x, x, use_causal_mask=block.causal)
+                deviation(r)
+                x = block.ln1(r)
+                r = x + block.ff2(block.ff1(x))
+                deviation(r)
+                x = block.ln2(r)
+    return max(seen, default=0.0)
 
 
 def forward_events(model: Any, config: LMConfig) -> dict[str, Any]:
@@ -379,7 +424,13 @@ def findings(result: ExperimentResult) -> list[str]:
             f"its forward pass on held-out text: {r.extra['forward_overflow']:.2%} of rounded "
             "values overflowed" + (f" (first at {site})" if (site := r.extra[
                 'first_overflow_site']) else "") + f", {r.extra['forward_underflow']:.3%} "
-            "underflowed"]
+            "underflowed",
+            f"steps skipped for non-finite gradients: {len(r.extra['skipped_fp32'])} with fp32 "
+            f"statistics, {len(r.extra['skipped_fp16'])} with fp16"
+            + ("" if (step := r.extra["first_fp16_only_skip"]) is None
+               else f" (the first that fp32 did not skip: step {step})"),
+            f"largest |x - mean| at a LayerNorm input: {r.extra['largest_deviation']:.3g}; "
+            f"fp16's variance overflows only above {FP16_SQUARE_LIMIT:g}"]
     elif r.name == "accumulation":
         lines += [
             f"first batch, logits kernel gradient over {r.config.positions} positions in an "

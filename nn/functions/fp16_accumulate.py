@@ -1,0 +1,81 @@
+"""A fast exact emulation of fp16 accumulation in matrix products (numba).
+
+``fp16_sequential_matmul(a, b)`` gives, bit for bit, fpsim.accumulate's "sequential" model
+with an IEEE half-precision accumulator under nearest-even: ``s = 0; s = fp16(s + a[i, k] *
+b[k, j])`` for k left to right. The general kernel behind fpsim.accumulate makes every
+addition exact (TwoSum, round-to-odd) for any format; for fp16 that is not needed: the inputs
+are values of formats with at most 24 significant bits each, so their product is exact in
+float64, and the float64 sum of an fp16 value and such a product is either exact or lies far
+from every fp16 rounding boundary (a midpoint of fp16 is within 2**-53 relative of the sum
+only if the product is within that of a multiple of fp16's half-ulp, which a product whose
+last bit is at least 2**-48 times its size cannot be without being equal). So rounding the
+float64 sum to fp16 once more is the correctly rounded addition. Tests compare against
+fpsim.accumulate on random and extreme data.
+
+Rounding to fp16 here: ``ulp = 2**(max(e, -14) - 10)`` for a value in binade ``2**e``, then
+round-half-even of ``value / ulp`` (exact scalings by powers of two) times ``ulp``; a result
+above fp16's max (65504) becomes inf, as IEEE's nearest-even overflow does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from fpsim.kernels.threads import run
+
+FP16_MAX = 65504.0
+
+
+@njit(inline="always")
+def _round_fp16(s):  # pragma: no cover - compiled
+    if s == 0.0 or not math.isfinite(s):
+        return s
+    m, e = math.frexp(s)  # |s| = |m| 2**e with |m| in [0.5, 1): binade 2**(e - 1)
+    binade = max(e - 1, -14)
+    ulp = math.ldexp(1.0, binade - 10)
+    r = np.rint(s / ulp) * ulp
+    if abs(r) > FP16_MAX:
+        return math.copysign(math.inf, s)
+    return r
+
+
+@njit(nogil=True, cache=True)
+def _matmul_rows(a, bt, out, lo, hi):  # pragma: no cover - compiled
+    n_in = a.shape[1]
+    for i in range(lo, hi):
+        for j in range(bt.shape[0]):
+            acc = 0.0
+            for k in range(n_in):
+                acc = _round_fp16(acc + a[i, k] * bt[j, k])
+            out[i, j] = acc
+    return 0
+
+
+def _matmul_2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a64 = np.ascontiguousarray(a, dtype=np.float64)
+    bt64 = np.ascontiguousarray(np.asarray(b, dtype=np.float64).T)
+    out = np.empty((a64.shape[0], bt64.shape[0]), dtype=np.float64)
+    run(_matmul_rows, a64.shape[0], (a64, bt64, out), (), work=out.size * a64.shape[1])
+    return out
+
+
+def fp16_sequential_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` (>= 2-D, leading dimensions broadcast as numpy.matmul) with an fp16
+    accumulator, sequential order, nearest-even (see the module docstring). The inputs must
+    hold values of formats whose significands together have at most 53 bits (every fpsim
+    format pair does). Returns float64 accumulator values."""
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"fp16_sequential_matmul: shapes {a.shape} and {b.shape} are not "
+                         "aligned (need >= 2-D operands with a.shape[-1] == b.shape[-2])")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if not batch:
+        return _matmul_2d(a, b)
+    a3 = np.broadcast_to(a, batch + a.shape[-2:])
+    b3 = np.broadcast_to(b, batch + b.shape[-2:])
+    out = np.empty(batch + (a.shape[-2], b.shape[-1]), dtype=np.float64)
+    for idx in np.ndindex(*batch):
+        out[idx] = _matmul_2d(a3[idx], b3[idx])
+    return out
