@@ -22,6 +22,7 @@ import numpy as np
 import nn
 from nn import layers
 from nn.datasets import text
+from nn.functions.accumulate import accumulator_format
 from nn.history import History
 from nn.losses import SparseCategoricalCrossentropy
 from nn.model import Model
@@ -76,11 +77,19 @@ class LMConfig:
 
 
 def build_lm(config: LMConfig, policy: str, *, stats_dtype: str | None = None,
-             accumulator: str | None = None) -> nn.Sequential:
+             accumulator: str | None = None, accumulate_in: tuple[str, ...] = ("logits",)
+             ) -> nn.Sequential:
     """The language model under ``policy``, weights from ``config.seed``. ``stats_dtype``
     (e.g. "float16") is the blocks' attention and LayerNormalization layers'
     ``statistics_dtype``: their softmax and statistics run in it while their variables keep
-    the policy's format; ``accumulator`` is the logits Dense's."""
+    the policy's format; ``accumulator`` is the accumulator format of the layers named in
+    ``accumulate_in``: "logits" (the last Dense) and "ff" (every block's two feed-forward
+    Dense layers, whose inner dimensions are embed_dim and ff_dim forward and batch x
+    positions in the kernel gradients)."""
+    unknown = set(accumulate_in) - {"logits", "ff"}
+    if unknown:
+        raise ValueError(f"build_lm: accumulate_in names layers 'logits' and 'ff', got "
+                         f"{sorted(unknown)}")
     nn.set_random_seed(config.seed)
     with nn.policy_scope(policy):
         blocks = [layers.TransformerBlock(config.embed_dim, config.num_heads, config.ff_dim,
@@ -92,11 +101,16 @@ def build_lm(config: LMConfig, policy: str, *, stats_dtype: str | None = None,
                 block.attention.statistics_dtype = stats_dtype
                 block.ln1.set_statistics_dtype(stats_dtype)
                 block.ln2.set_statistics_dtype(stats_dtype)
+        if accumulator is not None and "ff" in accumulate_in:
+            for block in blocks:
+                for dense in (block.ff1, block.ff2):
+                    dense.accumulator = accumulator_format(accumulator, "accumulator")
         model = nn.Sequential([
             layers.TokenAndPositionEmbedding(text.VOCABULARY, config.sequence_length,
                                              config.embed_dim),
             *blocks,
-            nn.Dense(text.VOCABULARY, accumulator=accumulator),
+            nn.Dense(text.VOCABULARY, accumulator=accumulator if "logits" in accumulate_in
+                     else None),
         ])
         with nn.no_grad():  # build now: the weights are drawn right after the seed
             model(np.zeros((1, config.sequence_length), np.int64))

@@ -12,9 +12,12 @@ last bit is at least 2**-48 times its size cannot be without being equal). So ro
 float64 sum to fp16 once more is the correctly rounded addition. Tests compare against
 fpsim.accumulate on random and extreme data.
 
-Rounding to fp16 here: ``ulp = 2**(max(e, -14) - 10)`` for a value in binade ``2**e``, then
-round-half-even of ``value / ulp`` (exact scalings by powers of two) times ``ulp``; a result
-above fp16's max (65504) becomes inf, as IEEE's nearest-even overflow does.
+Rounding to fp16 here, in float64 arithmetic: below 2**-14 (fp16's subnormals) adding and
+subtracting ``1.5 * 2**28`` rounds to a multiple of 2**-24 (nearest-even, exact otherwise);
+at 65520 and above the result is inf (the nearest-even tie at 65520 goes up to 2**16, past
+fp16's max); in between, Veltkamp's split with ``2**42 + 1`` keeps the 11 leading bits,
+rounded to nearest with ties to even (the tests check ties, overflow and subnormals against
+fpsim). NaN and inf pass through.
 """
 
 from __future__ import annotations
@@ -26,20 +29,21 @@ from numba import njit
 
 from fpsim.kernels.threads import run
 
-FP16_MAX = 65504.0
+FP16_OVERFLOW = 65520.0  # the smallest magnitude that rounds to inf in fp16 (nearest-even)
+SUBNORMAL_LIMIT = 2.0**-14  # fp16's smallest normal
+SUBNORMAL_SHIFT = 1.5 * 2.0**28  # s + this - this: s rounded to a multiple of 2**-24
+SPLIT = 2.0**42 + 1.0  # Veltkamp's constant for 53 - 11 = 42: keeps 11 significant bits
 
 
 @njit(inline="always")
 def _round_fp16(s):  # pragma: no cover - compiled
-    if s == 0.0 or not math.isfinite(s):
-        return s
-    m, e = math.frexp(s)  # |s| = |m| 2**e with |m| in [0.5, 1): binade 2**(e - 1)
-    binade = max(e - 1, -14)
-    ulp = math.ldexp(1.0, binade - 10)
-    r = np.rint(s / ulp) * ulp
-    if abs(r) > FP16_MAX:
+    size = abs(s)
+    if size < SUBNORMAL_LIMIT:
+        return (s + SUBNORMAL_SHIFT) - SUBNORMAL_SHIFT
+    if size >= FP16_OVERFLOW:  # inf stays inf; NaN fails both tests and stays NaN below
         return math.copysign(math.inf, s)
-    return r
+    g = SPLIT * s
+    return g + (s - g)
 
 
 @njit(nogil=True, cache=True)
