@@ -215,9 +215,11 @@ def forward_events(model: Any, config: LMConfig) -> dict[str, Any]:
 
 
 # --- 4 ----------------------------------------------------------------------------------------
-def fp32_accumulation(config: LMConfig = DEFAULT) -> ExperimentResult:
-    """The logits layer's matmuls accumulated in fp32 against fp16 (mixed_float16, dynamic
-    loss scaling). Its kernel gradient sums over batch x positions (2048 terms by default):
+def fp32_accumulation(config: LMConfig = DEFAULT, accumulate_in: tuple[str, ...] = ("logits",)
+                      ) -> ExperimentResult:
+    """The matmuls of the layers in ``accumulate_in`` ("logits", "ff": see ``build_lm``)
+    accumulated in fp32 against fp16 (mixed_float16, dynamic loss scaling). The logits
+    kernel gradient sums over batch x positions (2048 terms by default):
     ``extra`` has, on the first batch, the share of those additions that left the fp16
     accumulator unchanged (``swamped_additions``) and the fp16 sum's relative error against
     an exact float64 sum (``relative_error``)."""
@@ -226,11 +228,16 @@ def fp32_accumulation(config: LMConfig = DEFAULT) -> ExperimentResult:
                  loss_scale="dynamic"),
         train_lm("fp16 accumulation", config, "mixed_float16", _opt(config),
                  loss_scale="dynamic", model=build_lm(config, "mixed_float16",
-                                                      accumulator="float16")),
+                                                      accumulator="float16",
+                                                      accumulate_in=accumulate_in)),
     ]
+    where = " and ".join({"logits": "logits layer", "ff": "feed-forward layers"}[name]
+                         for name in accumulate_in)
+    inner = (f"; the feed-forward matmuls' inner dimensions {config.embed_dim} and "
+             f"{config.ff_dim}" if "ff" in accumulate_in else "")
     return ExperimentResult(
-        "accumulation", "fp32 vs fp16 accumulation (logits layer)", config,
-        f"the kernel gradient's inner dimension: {config.positions} positions", runs,
+        "accumulation", f"fp32 vs fp16 accumulation ({where})", config,
+        f"the kernel gradients' inner dimension: {config.positions} positions{inner}", runs,
         kernel_gradient_swamping(config), ("fp16 accumulation", "fp32 accumulation"))
 
 
