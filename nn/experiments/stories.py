@@ -170,33 +170,35 @@ def fp32_statistics(config: LMConfig = DEFAULT) -> ExperimentResult:
 def largest_norm_deviation(model: Any, config: LMConfig) -> float:
     """The largest ``|x - mean(x)|`` (over the features) at the input of any LayerNormalization
     of ``model`` in a forward pass on the first held-out batch: how far the statistics are
-    from squaring past fp16's max. The blocks are replayed step by step as
-    ``TransformerBlock`` composes them (post-norm or pre-norm)."""
+    from squaring past fp16's max."""
     _, (x_test, _) = data_for(config)
-    seen: list[float] = []
-
-    def deviation(t: Any) -> None:
-        v = t.data.astype(np.float64)
-        seen.append(float(np.max(np.abs(v - v.mean(-1, keepdims=True)))))
-
     with nn.no_grad(), np.errstate(all="ignore"):
-        x = model.layers[0](x_test[:config.batch_size])
-        for block in model.layers[1:-1]:
-            attend = block.attention
-            if block.normalize_first:
-                deviation(x)
-                h = block.ln1(x)
-                x = x + attend(h, h, use_causal_mask=block.causal)
-                deviation(x)
-                x = x + block.ff2(block.ff1(block.ln2(x)))
-            else:
-                r = x + attend(x, x, use_causal_mask=block.causal)
-                deviation(r)
-                x = block.ln1(r)
-                r = x + block.ff2(block.ff1(x))
-                deviation(r)
-                x = block.ln2(r)
-    return max(seen, default=0.0)
+        inputs, _ = norm_inputs(model, x_test[:config.batch_size])
+    return max((float(np.max(np.abs(v - v.mean(-1, keepdims=True)))) for v in inputs),
+               default=0.0)
+
+
+def norm_inputs(model: Any, x: np.ndarray) -> tuple[list[np.ndarray], Any]:
+    """(the input of every LayerNormalization in the blocks, as float64 arrays; the last
+    block's output): the embedding and blocks of ``build_lm``'s model replayed step by step
+    as ``TransformerBlock`` composes them (post-norm or pre-norm)."""
+    seen: list[np.ndarray] = []
+
+    def keep(t: Any) -> Any:
+        seen.append(t.data.astype(np.float64))
+        return t
+
+    h = model.layers[0](x)
+    for block in model.layers[1:-1]:
+        causal = block.causal
+        if block.normalize_first:
+            a = block.ln1(keep(h))
+            h = h + block.attention(a, a, use_causal_mask=causal)
+            h = h + block.ff2(block.ff1(block.ln2(keep(h))))
+        else:
+            h = block.ln1(keep(h + block.attention(h, h, use_causal_mask=causal)))
+            h = block.ln2(keep(h + block.ff2(block.ff1(h))))
+    return seen, h
 
 
 def forward_events(model: Any, config: LMConfig) -> dict[str, Any]:
