@@ -53,9 +53,10 @@ class LMConfig:
         return self.batch_size * self.sequence_length
 
     def describe(self) -> str:
-        norm = "pre-norm" if self.normalize_first else "post-norm"
-        return (f"char LM on Python's docs: {self.blocks} {norm} block(s), d={self.embed_dim}, "
-                f"{self.num_heads} heads, ff {self.ff_dim}; batch {self.batch_size} x "
+        norm = "pre-norm " if self.normalize_first else ""
+        eps = "" if self.epsilon == 1e-3 else f", LayerNorm epsilon {self.epsilon:g}"
+        return (f"char LM on Python's docs: {self.blocks} {norm}block(s), d={self.embed_dim}, "
+                f"{self.num_heads} heads, ff {self.ff_dim}{eps}; batch {self.batch_size} x "
                 f"{self.sequence_length} positions (the loss is their mean), {self.steps} "
                 f"steps of {self.optimizer_text()}, seed {self.seed}")
 
