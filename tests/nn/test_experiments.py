@@ -188,3 +188,12 @@ def test_full_size_with_sgd_unscaled_fp16_trains_worse_and_scaling_recovers():
     unscaled = result.run("mixed_float16, no scaling")
     assert result.gap(unscaled.label) > 0.05 and result.loss_effect_shown
     assert result.gap("mixed_float16 + dynamic") < 0.02
+
+
+@pytest.mark.slow
+@full_size
+def test_full_size_fp16_statistics_stay_far_from_overflow_and_the_result_says_so():
+    result = ex.fp32_statistics()
+    assert result.extra["largest_deviation"] < ex.stories.FP16_SQUARE_LIMIT / 10
+    assert result.extra["first_overflow_site"] is None and result.runs[1].nan_step is None
+    assert not result.loss_effect_shown and "none found at this size" in result.knob
