@@ -3,14 +3,17 @@
 ``fp16_sequential_matmul(a, b)`` gives, bit for bit, fpsim.accumulate's "sequential" model
 with an IEEE half-precision accumulator under nearest-even: ``s = 0; s = fp16(s + a[i, k] *
 b[k, j])`` for k left to right. The general kernel behind fpsim.accumulate makes every
-addition exact (TwoSum, round-to-odd) for any format; for fp16 that is not needed: the inputs
-are values of formats with at most 24 significant bits each, so their product is exact in
-float64, and the float64 sum of an fp16 value and such a product is either exact or lies far
-from every fp16 rounding boundary (a midpoint of fp16 is within 2**-53 relative of the sum
-only if the product is within that of a multiple of fp16's half-ulp, which a product whose
-last bit is at least 2**-48 times its size cannot be without being equal). So rounding the
-float64 sum to fp16 once more is the correctly rounded addition. Tests compare against
-fpsim.accumulate on random and extreme data.
+addition exact (TwoSum, round-to-odd) for any format; for fp16 that is not needed when the
+inputs' significands have at most ``MAX_PRODUCT_BITS`` = 32 bits together (fp16 x fp16: 22):
+the product is exact in float64 and has at most 32 significant bits, and the float64 sum of
+an fp16 accumulator value and such a product is either exact or not near an fp16 rounding
+boundary. (For the float64 rounding to land on an fp16 midpoint m the exact sum must be
+within 2**-53 |m| of m; the accumulator's distance to m is a multiple of half an fp16 ulp, at
+least 2**-12 |m|, so the product must cancel it to within 2**-53 |m|, and a product of that
+size has its last bit above 2**-45 |m|: it either cancels exactly or misses by more.) So
+rounding the float64 sum to fp16 once more is the correctly rounded addition. Tests compare
+against fpsim.accumulate on random and extreme data. Wider inputs (fp32 x fp32) take
+fpsim's general kernel.
 
 Rounding to fp16 here, in float64 arithmetic: below 2**-14 (fp16's subnormals) adding and
 subtracting ``1.5 * 2**28`` rounds to a multiple of 2**-24 (nearest-even, exact otherwise);
@@ -29,6 +32,7 @@ from numba import njit
 
 from fpsim.kernels.threads import run
 
+MAX_PRODUCT_BITS = 32  # inputs' significand bits together, for the exactness argument
 FP16_OVERFLOW = 65520.0  # the smallest magnitude that rounds to inf in fp16 (nearest-even)
 SUBNORMAL_LIMIT = 2.0**-14  # fp16's smallest normal
 SUBNORMAL_SHIFT = 1.5 * 2.0**28  # s + this - this: s rounded to a multiple of 2**-24
@@ -69,8 +73,8 @@ def _matmul_2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def fp16_sequential_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` (>= 2-D, leading dimensions broadcast as numpy.matmul) with an fp16
     accumulator, sequential order, nearest-even (see the module docstring). The inputs must
-    hold values of formats whose significands together have at most 53 bits (every fpsim
-    format pair does). Returns float64 accumulator values."""
+    hold values of formats whose significands together have at most ``MAX_PRODUCT_BITS``
+    bits. Returns float64 accumulator values."""
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"fp16_sequential_matmul: shapes {a.shape} and {b.shape} are not "
                          "aligned (need >= 2-D operands with a.shape[-1] == b.shape[-2])")
