@@ -22,10 +22,10 @@ import numpy as np
 import nn
 from nn import layers
 from nn.datasets import text
+from nn.functions.accumulate import accumulator_format
 from nn.history import History
 from nn.losses import SparseCategoricalCrossentropy
 from nn.model import Model
-from nn.policy import as_policy
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class LMConfig:
     num_heads: int = 2
     ff_dim: int = 64
     blocks: int = 1
+    normalize_first: bool = False
+    epsilon: float = 1e-3
     steps: int = 150
     optimizer: str = "adam"
     learning_rate: float = 3e-3
@@ -51,8 +53,10 @@ class LMConfig:
         return self.batch_size * self.sequence_length
 
     def describe(self) -> str:
-        return (f"char LM on Python's docs: {self.blocks} block(s), d={self.embed_dim}, "
-                f"{self.num_heads} heads, ff {self.ff_dim}; batch {self.batch_size} x "
+        norm = "pre-norm " if self.normalize_first else ""
+        eps = "" if self.epsilon == 1e-3 else f", LayerNorm epsilon {self.epsilon:g}"
+        return (f"char LM on Python's docs: {self.blocks} {norm}block(s), d={self.embed_dim}, "
+                f"{self.num_heads} heads, ff {self.ff_dim}{eps}; batch {self.batch_size} x "
                 f"{self.sequence_length} positions (the loss is their mean), {self.steps} "
                 f"steps of {self.optimizer_text()}, seed {self.seed}")
 
@@ -74,23 +78,40 @@ class LMConfig:
 
 
 def build_lm(config: LMConfig, policy: str, *, stats_dtype: str | None = None,
-             accumulator: str | None = None) -> nn.Sequential:
+             accumulator: str | None = None, accumulate_in: tuple[str, ...] = ("logits",)
+             ) -> nn.Sequential:
     """The language model under ``policy``, weights from ``config.seed``. ``stats_dtype``
-    (e.g. "float16") gives the blocks' attention and LayerNormalization layers that dtype, so
-    their softmax and statistics run in it; ``accumulator`` is the logits Dense's."""
+    (e.g. "float16") is the blocks' attention and LayerNormalization layers'
+    ``statistics_dtype``: their softmax and statistics run in it while their variables keep
+    the policy's format; ``accumulator`` is the accumulator format of the layers named in
+    ``accumulate_in``: "logits" (the last Dense) and "ff" (every block's two feed-forward
+    Dense layers, whose inner dimensions are embed_dim and ff_dim forward and batch x
+    positions in the kernel gradients)."""
+    unknown = set(accumulate_in) - {"logits", "ff"}
+    if unknown:
+        raise ValueError(f"build_lm: accumulate_in names layers 'logits' and 'ff', got "
+                         f"{sorted(unknown)}")
     nn.set_random_seed(config.seed)
     with nn.policy_scope(policy):
-        blocks = [layers.TransformerBlock(config.embed_dim, config.num_heads, config.ff_dim)
+        blocks = [layers.TransformerBlock(config.embed_dim, config.num_heads, config.ff_dim,
+                                          epsilon=config.epsilon,
+                                          normalize_first=config.normalize_first)
                   for _ in range(config.blocks)]
         if stats_dtype is not None:
             for block in blocks:
-                for sub in (block.attention, block.ln1, block.ln2):
-                    sub.policy = as_policy(stats_dtype)  # before the first call builds it
+                block.attention.statistics_dtype = stats_dtype
+                block.ln1.set_statistics_dtype(stats_dtype)
+                block.ln2.set_statistics_dtype(stats_dtype)
+        if accumulator is not None and "ff" in accumulate_in:
+            for block in blocks:
+                for dense in (block.ff1, block.ff2):
+                    dense.accumulator = accumulator_format(accumulator, "accumulator")
         model = nn.Sequential([
             layers.TokenAndPositionEmbedding(text.VOCABULARY, config.sequence_length,
                                              config.embed_dim),
             *blocks,
-            nn.Dense(text.VOCABULARY, accumulator=accumulator),
+            nn.Dense(text.VOCABULARY, accumulator=accumulator if "logits" in accumulate_in
+                     else None),
         ])
         with nn.no_grad():  # build now: the weights are drawn right after the seed
             model(np.zeros((1, config.sequence_length), np.int64))

@@ -135,12 +135,19 @@ def _parameter_count(config: LMConfig) -> int:
     return sum(v.size for v in model.trainable_variables)
 
 
-# --- 3 ----------------------------------------------------------------------------------------
+# --- 3 ---------------------------------------------------------------------------------------
+FP16_SQUARE_LIMIT = 256.0  # |x - mean| above this squares past fp16's max (65504): var is inf
+
+
 def fp32_statistics(config: LMConfig = DEFAULT) -> ExperimentResult:
     """Attention softmax and LayerNorm statistics in fp32 (mixed_float16: Keras's rule)
-    against the same layers given dtype="float16" (softmax, mean and variance in fp16; their
-    weights fp16 too), both loss-scaled. ``extra["first_overflow"]`` is the first forward site
-    that overflowed in the fp16-statistics model on the last batch, or None."""
+    against the same layers given ``statistics_dtype="float16"`` (softmax, mean, variance and
+    the normalization in fp16; the weights stay fp32 masters, so the statistics' format is the
+    only difference), both loss-scaled. ``extra``: the fp16-statistics model's forward pass
+    on held-out text (``forward_events``: overflow share and first overflowing site), the
+    steps each run skipped for non-finite gradients, the first step skipped by the fp16 run
+    only (``first_fp16_only_skip``), and the headroom: the largest ``|x - mean|`` at any
+    LayerNorm input (``largest_deviation``; fp16's variance overflows above 256)."""
     fp16_model = build_lm(config, "mixed_float16", stats_dtype="float16")
     runs = [
         train_lm("fp32 statistics", config, "mixed_float16", _opt(config),
@@ -148,10 +155,50 @@ def fp32_statistics(config: LMConfig = DEFAULT) -> ExperimentResult:
         train_lm("fp16 statistics", config, "mixed_float16", _opt(config),
                  loss_scale="dynamic", model=fp16_model),
     ]
+    skipped = [[i for i, s in enumerate(r.history.step_skipped) if s] for r in runs]
+    only = sorted(set(skipped[1]) - set(skipped[0]))
+    extra = {**forward_events(fp16_model, config), "skipped_fp32": skipped[0],
+             "skipped_fp16": skipped[1], "first_fp16_only_skip": only[0] if only else None,
+             "largest_deviation": largest_norm_deviation(fp16_model, config)}
     return ExperimentResult(
         "statistics", "fp32 vs fp16 softmax and LayerNorm statistics", config,
-        "none: the statistics' format is the only difference", runs,
-        forward_events(fp16_model, config), ("fp16 statistics", "fp32 statistics"))
+        f"none found at this size: the largest |x - mean| at a LayerNorm input is "
+        f"{extra['largest_deviation']:.3g} (fp16's variance overflows above "
+        f"{FP16_SQUARE_LIMIT:g})", runs, extra, ("fp16 statistics", "fp32 statistics"))
+
+
+def largest_norm_deviation(model: Any, config: LMConfig) -> float:
+    """The largest ``|x - mean(x)|`` (over the features) at the input of any LayerNormalization
+    of ``model`` in a forward pass on the first held-out batch: how far the statistics are
+    from squaring past fp16's max."""
+    _, (x_test, _) = data_for(config)
+    with nn.no_grad(), np.errstate(all="ignore"):
+        inputs, _ = norm_inputs(model, x_test[:config.batch_size])
+    return max((float(np.max(np.abs(v - v.mean(-1, keepdims=True)))) for v in inputs),
+               default=0.0)
+
+
+def norm_inputs(model: Any, x: np.ndarray) -> tuple[list[np.ndarray], Any]:
+    """(the input of every LayerNormalization in the blocks, as float64 arrays; the last
+    block's output): the embedding and blocks of ``build_lm``'s model replayed step by step
+    as ``TransformerBlock`` composes them (post-norm or pre-norm)."""
+    seen: list[np.ndarray] = []
+
+    def keep(t: Any) -> Any:
+        seen.append(t.data.astype(np.float64))
+        return t
+
+    h = model.layers[0](x)
+    for block in model.layers[1:-1]:
+        causal = block.causal
+        if block.normalize_first:
+            a = block.ln1(keep(h))
+            h = h + block.attention(a, a, use_causal_mask=causal)
+            h = h + block.ff2(block.ff1(block.ln2(keep(h))))
+        else:
+            h = block.ln1(keep(h + block.attention(h, h, use_causal_mask=causal)))
+            h = block.ln2(keep(h + block.ff2(block.ff1(h))))
+    return seen, h
 
 
 def forward_events(model: Any, config: LMConfig) -> dict[str, Any]:
@@ -170,9 +217,11 @@ def forward_events(model: Any, config: LMConfig) -> dict[str, Any]:
 
 
 # --- 4 ----------------------------------------------------------------------------------------
-def fp32_accumulation(config: LMConfig = DEFAULT) -> ExperimentResult:
-    """The logits layer's matmuls accumulated in fp32 against fp16 (mixed_float16, dynamic
-    loss scaling). Its kernel gradient sums over batch x positions (2048 terms by default):
+def fp32_accumulation(config: LMConfig = DEFAULT, accumulate_in: tuple[str, ...] = ("logits",)
+                      ) -> ExperimentResult:
+    """The matmuls of the layers in ``accumulate_in`` ("logits", "ff": see ``build_lm``)
+    accumulated in fp32 against fp16 (mixed_float16, dynamic loss scaling). The logits
+    kernel gradient sums over batch x positions (2048 terms by default):
     ``extra`` has, on the first batch, the share of those additions that left the fp16
     accumulator unchanged (``swamped_additions``) and the fp16 sum's relative error against
     an exact float64 sum (``relative_error``)."""
@@ -181,11 +230,16 @@ def fp32_accumulation(config: LMConfig = DEFAULT) -> ExperimentResult:
                  loss_scale="dynamic"),
         train_lm("fp16 accumulation", config, "mixed_float16", _opt(config),
                  loss_scale="dynamic", model=build_lm(config, "mixed_float16",
-                                                      accumulator="float16")),
+                                                      accumulator="float16",
+                                                      accumulate_in=accumulate_in)),
     ]
+    where = " and ".join({"logits": "logits layer", "ff": "feed-forward layers"}[name]
+                         for name in accumulate_in)
+    inner = (f"; the feed-forward matmuls' inner dimensions {config.embed_dim} and "
+             f"{config.ff_dim}" if "ff" in accumulate_in else "")
     return ExperimentResult(
-        "accumulation", "fp32 vs fp16 accumulation (logits layer)", config,
-        f"the kernel gradient's inner dimension: {config.positions} positions", runs,
+        "accumulation", f"fp32 vs fp16 accumulation ({where})", config,
+        f"the kernel gradients' inner dimension: {config.positions} positions{inner}", runs,
         kernel_gradient_swamping(config), ("fp16 accumulation", "fp32 accumulation"))
 
 
@@ -379,7 +433,13 @@ def findings(result: ExperimentResult) -> list[str]:
             f"its forward pass on held-out text: {r.extra['forward_overflow']:.2%} of rounded "
             "values overflowed" + (f" (first at {site})" if (site := r.extra[
                 'first_overflow_site']) else "") + f", {r.extra['forward_underflow']:.3%} "
-            "underflowed"]
+            "underflowed",
+            f"steps skipped for non-finite gradients: {len(r.extra['skipped_fp32'])} with fp32 "
+            f"statistics, {len(r.extra['skipped_fp16'])} with fp16"
+            + ("" if (step := r.extra["first_fp16_only_skip"]) is None
+               else f" (the first that fp32 did not skip: step {step})"),
+            f"largest |x - mean| at a LayerNorm input: {r.extra['largest_deviation']:.3g}; "
+            f"fp16's variance overflows only above {FP16_SQUARE_LIMIT:g}"]
     elif r.name == "accumulation":
         lines += [
             f"first batch, logits kernel gradient over {r.config.positions} positions in an "

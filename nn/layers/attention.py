@@ -9,7 +9,9 @@ its bias ``(heads, key_dim)``, then the output kernel ``(heads, key_dim, d)`` an
 Precision: the four projections and the two attention products take compute-format inputs,
 accumulate in fp32 (or ``accumulator=``, e.g. "float16") and round once; the query is scaled
 by 1/sqrt(key_dim) in the compute format (as Keras); the softmax runs in the layer's variable
-format -- fp32 under mixed policies, fp16 under "float16" (nn.functions.attention).
+format -- fp32 under mixed policies, fp16 under "float16" (nn.functions.attention) -- or in
+``statistics_dtype`` when given (e.g. "float16" with fp32 variables: only the softmax's format
+changes).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from nn.functions.accumulate import accumulated_linear, accumulator_format
 from nn.functions.attention import attention, causal_mask
 from nn.layers.base import Layer, check_seed, register
 from nn.layers.initializers import get_initializer
-from nn.policy import Policy, format_name
+from nn.policy import Policy, format_name, resolve_format
 from nn.tensor import Tensor, Variable
 
 Shape = tuple[int | None, ...]
@@ -51,9 +53,12 @@ class MultiHeadAttention(Layer):
                  kernel_initializer: str | Callable = "glorot_uniform",
                  bias_initializer: str | Callable = "zeros", accumulator: str | None = None,
                  dtype: Policy | str | None = None, name: str | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, statistics_dtype: str | None = None) -> None:
         super().__init__(name=name, dtype=dtype)
         cls = "MultiHeadAttention"
+        if statistics_dtype is not None:
+            resolve_format(statistics_dtype, f"{cls}: statistics_dtype")
+        self.statistics_dtype = statistics_dtype
         self.num_heads = checks.count(f"{cls}: num_heads", num_heads, minimum=1)
         self.key_dim = checks.count(f"{cls}: key_dim", key_dim, minimum=1)
         self.value_dim = (self.key_dim if value_dim is None
@@ -167,7 +172,9 @@ class MultiHeadAttention(Layer):
             v = self._heads(v_in, "value", self.value_dim)
             mask = self._mask(q_in.shape[1], k_in.shape[1], bool(use_causal_mask),
                               attention_mask)
-            ctx, probs = attention(q, k, v, mask, self.variable_format, self.accumulator)
+            stats = (self.variable_format if self.statistics_dtype is None
+                     else resolve_format(self.statistics_dtype))
+            ctx, probs = attention(q, k, v, mask, stats, self.accumulator)
             merged = F.transpose(ctx, (0, 2, 1, 3))  # (N, T, heads, value_dim)
             y = self._dense_out(merged)
         y.grad_site = sites.activation_grad(self.name)
@@ -183,4 +190,6 @@ class MultiHeadAttention(Layer):
         return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
                 "value_dim": self.value_dim, "use_bias": self.use_bias,
                 "accumulator": None if self.accumulator is None
-                else format_name(self.accumulator), "seed": self.seed}
+                else format_name(self.accumulator), "seed": self.seed,
+                **({} if self.statistics_dtype is None
+                   else {"statistics_dtype": self.statistics_dtype})}

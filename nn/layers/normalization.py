@@ -5,7 +5,10 @@ Precision: the statistics and the normalization run in the layer's *variable* fo
 under "float32" and every mixed policy (Keras's rule: normalization is computed in fp32 under
 mixed precision), FP16 under the pure "float16" policy or a per-layer ``dtype="float16"``, so
 the overflow of fp16 statistics can be shown (nn.functions.norm); the output is rounded once
-more, to the compute format. Keras 3's BatchNormalization always opts out to fp32; nn keeps
+more, to the compute format. ``LayerNormalization(statistics_dtype="float16")`` puts only the
+statistics and the normalization in that format and keeps the layer's variables (gamma, beta)
+in the policy's variable format, so an experiment can change the statistics' format alone.
+Keras 3's BatchNormalization always opts out to fp32; nn keeps
 the fp16 path for the pure fp16 policy on purpose, to demonstrate the failure.
 
 BatchNormalization follows Keras 3's source: training normalizes with the batch mean and the
@@ -27,7 +30,7 @@ from nn.autograd import no_grad
 from nn.functions.norm import layer_norm, moments, normalize
 from nn.layers.base import Layer, check_number, register
 from nn.layers.initializers import get_initializer
-from nn.policy import Policy
+from nn.policy import Policy, resolve_format
 from nn.tensor import Tensor, Variable
 
 
@@ -52,11 +55,22 @@ class _Normalization(Layer):
         self.gamma_initializer = get_initializer(gamma_initializer)
         self.gamma: Variable | None = None
         self.beta: Variable | None = None
+        self.statistics_dtype: str | None = None  # None: the variable format
+
+    def set_statistics_dtype(self, statistics_dtype: str | None) -> None:
+        """Compute the statistics in ``statistics_dtype`` (a format name; None: the variable
+        format), leaving the variables' format alone."""
+        if statistics_dtype is not None:
+            resolve_format(statistics_dtype, f"{type(self).__name__}: statistics_dtype")
+        self.statistics_dtype = statistics_dtype
 
     @property
     def stats_format(self) -> Any:
-        """Where the statistics are computed: the variable format (see the module docstring)."""
-        return self.variable_format
+        """Where the statistics are computed: ``statistics_dtype`` if given, else the variable
+        format (see the module docstring)."""
+        if self.statistics_dtype is None:
+            return self.variable_format
+        return resolve_format(self.statistics_dtype)
 
     def read_stats(self, var: Variable | None) -> Tensor | None:
         """``var`` in the statistics format, its gradient tagged like ``Layer.read``'s."""
@@ -161,10 +175,12 @@ class LayerNormalization(_Normalization):
     def __init__(self, axis: int | Sequence[int] = -1, epsilon: float = 1e-3,
                  center: bool = True, scale: bool = True,
                  beta_initializer: Any = "zeros", gamma_initializer: Any = "ones",
-                 dtype: Policy | str | None = None, name: str | None = None) -> None:
+                 dtype: Policy | str | None = None, name: str | None = None,
+                 statistics_dtype: str | None = None) -> None:
         super().__init__(epsilon, center, scale, beta_initializer, gamma_initializer, dtype,
                          name)
         self.axis = _trailing_axes(type(self).__name__, axis)
+        self.set_statistics_dtype(statistics_dtype)
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         k = len(self.axis)
@@ -188,7 +204,9 @@ class LayerNormalization(_Normalization):
 
     def get_config(self) -> dict[str, Any]:
         axis: Any = self.axis[0] if len(self.axis) == 1 else list(self.axis)
-        return {**super().get_config(), "axis": axis}
+        extra = {} if self.statistics_dtype is None else {"statistics_dtype":
+                                                          self.statistics_dtype}
+        return {**super().get_config(), "axis": axis, **extra}
 
 
 @register

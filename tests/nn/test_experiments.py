@@ -59,6 +59,18 @@ def test_pure_float16_weights_swamp_far_more_updates_than_fp32_masters():
     assert pure > 0.05 and pure >= 10 * mixed
 
 
+def test_fp16_accumulation_in_the_feed_forward_layers_trains_and_names_the_inner_sizes():
+    result = ex.fp32_accumulation(CI.with_(steps=3), accumulate_in=("logits", "ff"))
+    assert "feed-forward" in result.title and f"{CI.ff_dim}" in result.knob
+    fp32, fp16 = result.runs
+    assert math.isfinite(fp16.test_loss) and fp16.test_loss != fp32.test_loss
+    model = ex.build_lm(CI, "mixed_float16", accumulator="float16", accumulate_in=("ff",))
+    assert model.layers[1].ff1.accumulator.name == "float16"
+    assert model.layers[-1].accumulator is None
+    with pytest.raises(ValueError, match="accumulate_in.*'attention'"):
+        ex.build_lm(CI, "mixed_float16", accumulate_in=("attention",))
+
+
 def test_fp16_accumulation_swamps_additions_of_the_kernel_gradient_sum():
     swamping = ex.stories.kernel_gradient_swamping(CI)
     assert swamping["swamped_additions"] > 0.01
@@ -90,6 +102,38 @@ def test_fp16_statistics_run_and_report_their_first_nonfinite_step_or_none():
     result = ex.fp32_statistics(CI)
     assert result.runs[0].nan_step is None
     assert ex.findings(result)[0].startswith("fp16 statistics: first non-finite loss at")
+    # only the statistics' format differs: the fp16-statistics model keeps fp32 masters
+    model = ex.build_lm(CI, "mixed_float16", stats_dtype="float16")
+    assert all(v.fmt.name == "float32" for v in model.trainable_variables)
+    block = model.layers[1]
+    assert block.ln1.stats_format.name == "float16" and block.attention.statistics_dtype
+
+
+def test_statistics_headroom_is_the_largest_deviation_a_layer_norm_sees():
+    result = ex.fp32_statistics(CI.with_(steps=2))
+    deviation = result.extra["largest_deviation"]
+    # at this size the deviations stay far below fp16's limit, and the knob says so
+    assert 0.1 < deviation < ex.stories.FP16_SQUARE_LIMIT
+    assert f"{deviation:.3g}" in result.knob and "none found at this size" in result.knob
+    assert result.extra["first_fp16_only_skip"] is None or result.extra["skipped_fp16"]
+
+
+def test_the_statistics_headroom_replays_the_blocks_exactly():
+    # oracle: the replayed forward pass ends bit for bit where the model's own blocks do, for
+    # post-norm and pre-norm blocks, and the deviation is the largest over the replay's inputs
+    import nn
+    for config in (CI, CI.with_(normalize_first=True, blocks=2)):
+        model = ex.build_lm(config, "mixed_float16")
+        x = ex.lm.data_for(config)[1][0][:config.batch_size]
+        with nn.no_grad():
+            inputs, replayed = ex.stories.norm_inputs(model, x)
+            h = model.layers[0](x)
+            for block in model.layers[1:-1]:
+                h = block(h)
+        assert len(inputs) == 2 * config.blocks
+        np.testing.assert_array_equal(replayed.data, h.data)
+        largest = max(np.abs(v - v.mean(-1, keepdims=True)).max() for v in inputs)
+        assert ex.stories.largest_norm_deviation(model, config) == largest
 
 
 @pytest.mark.parametrize("name", sorted(ex.EXPERIMENTS))
@@ -144,3 +188,12 @@ def test_full_size_with_sgd_unscaled_fp16_trains_worse_and_scaling_recovers():
     unscaled = result.run("mixed_float16, no scaling")
     assert result.gap(unscaled.label) > 0.05 and result.loss_effect_shown
     assert result.gap("mixed_float16 + dynamic") < 0.02
+
+
+@pytest.mark.slow
+@full_size
+def test_full_size_fp16_statistics_stay_far_from_overflow_and_the_result_says_so():
+    result = ex.fp32_statistics()
+    assert result.extra["largest_deviation"] < ex.stories.FP16_SQUARE_LIMIT / 10
+    assert result.extra["first_overflow_site"] is None and result.runs[1].nan_step is None
+    assert not result.loss_effect_shown and "none found at this size" in result.knob
