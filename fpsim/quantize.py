@@ -137,10 +137,9 @@ def directed_f32_constants(fmt: Format, subnormals: bool, policy: str) -> Direct
         SHIFT=np.uint32((23 - m) << c.CM),
         C_SUB=np.float32(2.0 ** (low + c.CM)),
         MAX=_float32_of_bits(max_bits),
-        MIN_NORMAL=np.float32(fmt.smallest_normal),
+        FLUSH_BELOW=np.float32(0.0 if subnormals else fmt.smallest_normal),
         OVERFLOW=_float32_of_bits(overflow_bits),
         INF_RESULT=_float32_of_bits(c.INF_BITS if fmt.inf else overflow_bits),
-        FTZ=not subnormals,
         NO_NEG_ZERO=not fmt.has_negative_zero,
     )
 

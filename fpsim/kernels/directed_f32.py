@@ -79,11 +79,9 @@ def _directed_f32_value(v, kind, p):
     else:
         r = t
     ra = r * (np.float32(2.0**64) if big else np.float32(1.0))
-    if p.FTZ:
-        ra = np.float32(0.0) if ra < p.MIN_NORMAL else ra
-    res = np.copysign(ra, v)
-    if p.NO_NEG_ZERO:
-        res = ra if ra == 0 else res
+    # (selects, not branches on p's flags: LLVM keeps the loop one straight vector body)
+    ra = np.float32(0.0) if ra < p.FLUSH_BELOW else ra
+    res = ra if (ra == 0) & p.NO_NEG_ZERO else np.copysign(ra, v)
     if kind == _UP:
         over = -p.MAX if negative else p.OVERFLOW
     elif kind == _DOWN:
