@@ -73,8 +73,8 @@ def main() -> None:
         ("e4m3fn nearest_even out= / copy", rates["fpsim e4m3fn nearest_even out="] / copy, 0.5),
         ("e5m2 nearest_even out= / copy", rates["fpsim e5m2 nearest_even out="] / copy, 0.5),
         ("min directed fp16 out= / copy", min(
-            rates[f"fpsim fp16 {m} out="] for m in ("toward_zero", "up", "down", "odd")) / copy,
-         0.5),
+            rates[f"fpsim fp16 {m} out="]
+            for m in ("nearest_away", "toward_zero", "up", "down", "odd")) / copy, 0.7),
         ("min stochastic out= / copy", min(
             rates[f"fpsim {f} stochastic out="] for f in ("fp16", "bf16", "e4m3fn", "e5m2"))
          / copy, 0.25),

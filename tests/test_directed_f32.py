@@ -117,3 +117,23 @@ def test_directed_f32_declines_formats_outside_its_domain(fmt, subnormals):
 def test_directed_f32_range_names_the_modes_it_serves_for_any_other():
     with pytest.raises(ValueError, match="nearest_even.*no float32 directed kernel.*toward_zero"):
         _kernels.directed_f32_range(RoundingMode.NEAREST_EVEN)
+
+
+def test_fpsim_round_takes_the_directed_path_for_large_float32_arrays_unless_counting(
+        monkeypatch):
+    calls: list[RoundingMode] = []
+    real = _kernels.directed_f32_range
+
+    def spy(mode: RoundingMode):
+        calls.append(mode)
+        return real(mode)
+
+    monkeypatch.setattr(_kernels, "directed_f32_range", spy)
+    x = np.linspace(-7e4, 7e4, _kernels.SPECIALISE_MIN, dtype=np.float32)
+    fpsim.round(x, "fp16", "down")
+    assert calls == [RoundingMode.DOWN]
+    fpsim.round(x[:1000], "fp16", "down")  # small arrays: the general kernel
+    fpsim.round(x.astype(np.float64), "fp16", "down")  # float64: the general kernel
+    with fpsim.monitor():  # counting: the general kernel's counting twin
+        fpsim.round(x, "fp16", "down")
+    assert calls == [RoundingMode.DOWN]
