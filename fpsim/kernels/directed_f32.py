@@ -16,8 +16,10 @@ or at its top):
 - toward zero: ``t = n - g`` where ``n > |x|``, else ``n``;
 - away from zero (up for x > 0, down for x < 0): ``n + g`` where ``n < |x|``, else ``n``;
 - nearest, ties away: ``n + g`` where ``|x| - n == g / 2`` (a tie nearest-even sent down);
-- odd: ``t``, or ``t + g`` where |x| is inexact and ``t``'s code is even. Of t and t + g the
-  even one is the nearest-even rounding of their midpoint, ``((t + g/2) + B) - B``.
+- odd: ``t``, or ``t + g`` where |x| is inexact and ``t``'s code is even. The bits of the
+  non-negative floats are linear in the value within a binade and carry into the exponent at
+  its top, so bits(t + g) - bits(t) is the one bit that is the code's last at t: OR it in
+  (except at t = g, code 1: odd already, and its binade is g's, so the step is not a bit of t).
 
 Values below 2^q follow from the same sums (the grid holds 0 and 2^q). With flush-to-zero the
 grid does not reach below the binade under the smallest normal (``C_SUB`` is that binade's B:
@@ -69,9 +71,11 @@ def _directed_f32_value(v, kind, p):
     t = n - g if n > avs else n  # toward zero
     if kind == _AWAY:
         r = n + g if avs - n == g * np.float32(0.5) else n
-    elif kind == _ODD:
-        even = ((t + g * np.float32(0.5)) + b) - b
-        r = t + g if (t != avs) & (even == t) else t
+    elif kind == _ODD:  # t's code made odd: OR in the bit that is one code step there
+        tb = np.float32(t).view(np.uint32)
+        step = np.uint32(np.float32(t + g).view(np.uint32) - tb)
+        # (t == g, code 1, is odd already; there the step is an exponent bit, not the code's)
+        r = np.uint32(tb | (step if (t != avs) & (t != g) else np.uint32(0))).view(np.float32)
     elif kind == _UP:
         r = t if negative else (n + g if n < avs else n)
     elif kind == _DOWN:
