@@ -2,7 +2,14 @@
 
 from fpsim.kernels import lazy, portable
 from fpsim.kernels.accumulate import accumulate_rows
-from fpsim.kernels.constants import Carrier, FormatBits, NearestEvenF32, carrier_constants
+from fpsim.kernels.constants import (
+    Carrier,
+    DirectedF32,
+    FormatBits,
+    NearestEvenF32,
+    carrier_constants,
+)
+from fpsim.kernels.directed_f32 import DIRECTED_F32_MODES, directed_f32_range
 from fpsim.kernels.fast_f32 import (
     count_nearest_even_f32_range,
     round_nearest_even_f32_range,
@@ -21,9 +28,10 @@ from fpsim.kernels.general import (
 from fpsim.kernels.threads import PARALLEL_MIN, get_num_threads, run
 
 __all__ = [
-    "MODE_KERNELS", "PARALLEL_MIN", "SPECIALISED_RANGE", "SPECIALISE_MIN", "Carrier",
-    "FormatBits", "NearestEvenF32",
-    "accumulate_rows", "carrier_constants", "count_nearest_even_f32_range", "get_num_threads",
+    "DIRECTED_F32_MODES", "MODE_KERNELS", "PARALLEL_MIN", "SPECIALISED_RANGE", "SPECIALISE_MIN",
+    "Carrier", "DirectedF32", "FormatBits", "NearestEvenF32",
+    "accumulate_rows", "carrier_constants", "count_nearest_even_f32_range",
+    "directed_f32_range", "get_num_threads",
     "lazy", "mode_bits", "portable", "round_count_range",
     "round_nearest_even_f32_range", "round_nearest_even_f32_value", "round_range", "run",
     "specialised_range", "stream_seed",

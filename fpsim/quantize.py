@@ -17,7 +17,7 @@ import numpy as np
 
 from fpsim import _kernels, _validate
 from fpsim._exponent_only import round_exponent_only
-from fpsim._kernels import FormatBits, NearestEvenF32
+from fpsim._kernels import DirectedF32, FormatBits, NearestEvenF32
 from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.monitor import is_active as monitor_is_active
@@ -112,6 +112,34 @@ def nearest_even_f32_constants(
         MIN_NORMAL=np.float32(fmt.smallest_normal),
         THRESHOLD=_float32_of_bits(threshold_bits),
         OVERFLOW=_float32_of_bits(overflow_bits),
+        NO_NEG_ZERO=not fmt.has_negative_zero,
+    )
+
+
+@functools.cache
+def directed_f32_constants(fmt: Format, subnormals: bool, policy: str) -> DirectedF32 | None:
+    """The constants ``p`` of the float32 directed-mode path (fpsim.kernels.directed_f32), or
+    None where it does not apply: formats without mantissa bits, as wide as float32, with
+    emin > 0, unsigned, or reaching below float32's normal range (as for nearest-even; every
+    overflow policy and flush-to-zero are served)."""
+    if (not 0 < fmt.mantissa_bits < 23 or fmt.emin > 0 or not fmt.signed
+            or _needs_wide_carrier(fmt, subnormals)):
+        return None
+    f32 = np.dtype(np.float32)
+    c = _kernels.carrier_constants(f32)
+    m = fmt.mantissa_bits
+    max_bits = _bits_of(fmt.max, f32)
+    overflow_bits = {"inf": c.INF_BITS, "saturate": max_bits, "nan": c.NAN_BITS}[policy]
+    # the smallest B: the subnormal spacing's, or with flush-to-zero that of the binade below
+    # the smallest normal (see the module docstring)
+    low = fmt.emin - m if subnormals else fmt.emin - 1 - m
+    return DirectedF32(
+        SHIFT=np.uint32((23 - m) << c.CM),
+        C_SUB=np.float32(2.0 ** (low + c.CM)),
+        MAX=_float32_of_bits(max_bits),
+        FLUSH_BELOW=np.float32(0.0 if subnormals else fmt.smallest_normal),
+        OVERFLOW=_float32_of_bits(overflow_bits),
+        INF_RESULT=_float32_of_bits(c.INF_BITS if fmt.inf else overflow_bits),
         NO_NEG_ZERO=not fmt.has_negative_zero,
     )
 
@@ -235,6 +263,10 @@ def _round_in_carrier(
             portable = (_kernels.portable.round_count_range if counting
                         else _kernels.portable.round_range)
             parts = [portable(src, dst, 0, src.size, *general_args)]
+    elif src.size >= _kernels.SPECIALISE_MIN and (directed := _directed_f32(
+            dtype, mode, counting, fmt, subnormals, policy)) is not None:
+        parts = _kernels.run(directed[0], src.size, (src.view(np.float32), dst.view(np.float32)),
+                             (directed[1],))
     elif src.size >= _kernels.SPECIALISE_MIN:
         parts = _kernels.run(_kernels.specialised_range(mode, counting), src.size, (src, dst),
                              (seed, c, f))
@@ -245,6 +277,18 @@ def _round_in_carrier(
         counts = np.sum(parts, axis=0)
         monitor_record(site or "round", fmt, src.size, tuple(int(k) for k in counts))
     return result
+
+
+def _directed_f32(
+    dtype: np.dtype, mode: RoundingMode, counting: bool, fmt: Format, subnormals: bool,
+    policy: str,
+) -> tuple[Callable[..., Any], DirectedF32] | None:
+    """(kernel, p) of the float32 directed-mode path where it applies, else None (the
+    counting twin is the general kernel's one-mode specialisation)."""
+    if dtype != np.float32 or counting or mode not in _kernels.DIRECTED_F32_MODES:
+        return None
+    p = directed_f32_constants(fmt, subnormals, policy)
+    return None if p is None else (_kernels.directed_f32_range(mode), p)
 
 
 def _general_kernel(counting: bool, args: tuple, n: int) -> Callable[..., Any]:

@@ -65,13 +65,16 @@ def round_array(
         result = np.asarray(fpsim.round(x, fmt, site=site), dtype=np.float32)
     elif use_kernel(fmt):
         src = x if x.flags.c_contiguous else np.ascontiguousarray(x)  # (keeps 0-d as 0-d)
+        in_place: bool | None  # (None: out may share x's memory; the kernel checks)
         if out is not None and out.flags.c_contiguous:
-            dst = out
+            dst, in_place = out, (True if out is src else None)
+        elif src is not x:  # a contiguous copy of x: round it in place
+            dst, in_place = src, True
         else:
-            dst = src if src is not x else np.empty(x.shape, dtype=np.float32)
+            dst, in_place = np.empty(x.shape, dtype=np.float32), False
         params = round_params(fmt)
         assert params is not None  # (use_kernel said the kernel applies)
-        _kernels.round_into(src.reshape(-1), dst.reshape(-1), params)
+        _kernels.round_into(src.reshape(-1), dst.reshape(-1), params, in_place=in_place)
         result = dst
     else:
         direct = out is not None and out.flags.c_contiguous

@@ -7,6 +7,8 @@ the carrier, pack the constants and dispatch). One job a module:
 - ``general``: every mode on either carrier, the mode a run-time code (``MODE_KERNELS``),
   with an event-counting twin for ``fpsim.monitor``;
 - ``fast_f32``: float32 nearest-even in float32 arithmetic, the common case;
+- ``directed_f32``: the float32 directed modes (nearest_away, toward_zero, up, down, odd) in
+  float32 arithmetic, one kernel per mode, for large arrays;
 - ``portable``: the general kernel's function in numpy, bit for bit (no compile needed);
 - ``lazy``: picks the numba kernel when ready, else ``portable`` while it compiles in the
   background (small arrays only);

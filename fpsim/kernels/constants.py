@@ -77,3 +77,15 @@ class NearestEvenF32(NamedTuple):
     THRESHOLD: np.float32  # the smallest float32 whose rounding exceeds max
     OVERFLOW: np.float32  # what an overflow becomes
     NO_NEG_ZERO: bool
+
+
+class DirectedF32(NamedTuple):
+    """The float32 directed modes' constants (see fpsim.kernels.directed_f32)."""
+
+    SHIFT: np.uint32  # (23 - M) << 23: added to |x|'s exponent field to make B
+    C_SUB: np.float32  # the smallest B (2^(q + 23); with flush-to-zero 2^(emin - 1 - M + 23))
+    MAX: np.float32
+    FLUSH_BELOW: np.float32  # the smallest normal with flush-to-zero, else 0
+    OVERFLOW: np.float32  # what a finite overflow becomes (away from zero)
+    INF_RESULT: np.float32  # what an infinite input becomes
+    NO_NEG_ZERO: bool

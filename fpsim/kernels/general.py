@@ -229,9 +229,11 @@ SPECIALISED_COUNT_RANGE: dict[RoundingMode, Any] = {
 }
 """``SPECIALISED_RANGE[mode](src, dst, lo, hi, seed, c, f)``: round_range for one mode (and
 ``SPECIALISED_COUNT_RANGE``: round_count_range for one mode). Arrays
-of ``SPECIALISE_MIN`` elements or more take it: there its speed (milliseconds per call) is
-worth its one-time compile (about a second per mode and carrier); smaller ones share the
-general kernel, compiled once for every mode, so a fresh install answers them at once."""
+of ``SPECIALISE_MIN`` elements or more take it (float32 in a directed mode takes
+``fpsim.kernels.directed_f32`` instead where that applies, unless counting): there its speed
+(milliseconds per call) is worth its one-time compile (about a second per mode and carrier);
+smaller ones share the general kernel, compiled once for every mode, so a fresh install answers
+them at once."""
 
 SPECIALISE_MIN = 1 << 20
 
