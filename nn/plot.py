@@ -30,9 +30,11 @@ def _axes(ax: Any) -> Any:
 def loss_curves(histories: dict[str, History], *, scale: float = 1.0, ax: Any = None) -> Any:
     """One curve per run of the per-epoch training loss divided by ``scale`` (log y axis)."""
     ax = _axes(ax)
-    for label, h in histories.items():
+    styles = ("-", "--", ":", "-.")  # runs that coincide (float32 and bf16) stay visible
+    for i, (label, h) in enumerate(histories.items()):
         epochs = np.arange(1, len(h.epoch) + 1)
-        ax.plot(epochs, np.asarray(h.history["loss"]) / scale, marker=".", label=label)
+        ax.plot(epochs, np.asarray(h.history["loss"]) / scale, marker=".", label=label,
+                linestyle=styles[i % len(styles)], linewidth=2.5 - 0.4 * (i % 4))
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss" if scale == 1.0 else f"training loss / {scale:g}")
