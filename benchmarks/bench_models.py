@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,10 @@ import numpy as np
 import nn
 from nn import layers
 
-LR = 0.01
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark modules
+from bench_train import LR, nn_step  # noqa: E402  (one SGD step for both benchmarks)
+from timing import interleaved_times  # noqa: E402
+
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 
 # (name, batch, sizes): CNN on 16x16x3 images, 10 classes; LM with 64 tokens of a 96-symbol
@@ -60,18 +64,6 @@ def lm_model(policy: str, vocab: int = 96, length: int = 64, dim: int = 64, head
             layers.TransformerBlock(dim, heads, ff),
             nn.Dense(vocab),
         ])
-
-
-def nn_step(model: nn.Sequential, loss_fn: nn.losses.Loss, x: np.ndarray, y: np.ndarray
-            ) -> float:
-    variables = model.trainable_variables
-    for v in variables:
-        v.zero_grad()
-    loss = loss_fn(y, model(x, training=True))
-    loss.backward()
-    for v in variables:  # SGD on the fp32 master weights
-        v.data -= LR * v.grad.data
-    return loss.item()
 
 
 def torch_steps(x_cnn: np.ndarray, y_cnn: np.ndarray, x_lm: np.ndarray, y_lm: np.ndarray
@@ -140,15 +132,7 @@ def bench(repeats: int, cnn: dict[str, Any] = CNN, lm: dict[str, Any] = LM, seed
         steps[f"lm {policy}"] = lambda m=m: nn_step(m, loss_fn, x_lm, y_lm)
     if with_torch:
         steps.update(torch_steps(x_cnn, y_cnn, x_lm, y_lm))
-    times: dict[str, list[float]] = {k: [] for k in steps}
-    for step in steps.values():  # warm-up (numba kernels load from cache or compile)
-        step()
-    for _ in range(repeats):
-        for k, step in steps.items():
-            t0 = time.perf_counter()
-            step()
-            times[k].append(time.perf_counter() - t0)
-    return times
+    return interleaved_times(steps, repeats)
 
 
 def main() -> None:

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/timing.py
+from timing import interleaved_times  # noqa: E402
 
 LR = 0.01
 
@@ -101,15 +105,7 @@ def bench(sizes: list[int], batch: int, repeats: int, seed: int = 0) -> dict[str
         "nn float32": lambda: nn_step(m32, loss_fn, x, y),
         "nn mixed_float16": lambda: nn_step(m16, loss_fn, x, y),
     }
-    times: dict[str, list[float]] = {k: [] for k in steps}
-    for step in steps.values():  # warm-up (numba kernels load from cache or compile)
-        step()
-    for _ in range(repeats):
-        for k, step in steps.items():
-            t0 = time.perf_counter()
-            step()
-            times[k].append(time.perf_counter() - t0)
-    return times
+    return interleaved_times(steps, repeats)
 
 
 def main() -> None:

@@ -34,3 +34,19 @@ def paired_median_seconds(
             f()
             ts.append(time.perf_counter() - t0)
     return float(np.median(times[0])), float(np.median(times[1]))
+
+
+def interleaved_times(steps: dict[str, Callable[[], object]], repeats: int
+                      ) -> dict[str, list[float]]:
+    """Wall times (seconds) of each step, after one warm-up call of each (numba kernels load
+    or compile), ``repeats`` rounds with the steps interleaved so that all see the same drift
+    of a shared machine."""
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for step in steps.values():
+        step()
+    for _ in range(repeats):
+        for k, step in steps.items():
+            t0 = time.perf_counter()
+            step()
+            times[k].append(time.perf_counter() - t0)
+    return times
