@@ -153,3 +153,18 @@ def test_a_gradient_tape_inside_autocast_gives_what_backward_gives():
     out.sum().backward()
     np.testing.assert_array_equal(g_w.data, layer.weight.grad.data)
     np.testing.assert_array_equal(g_x.data, x.grad.data)
+
+
+@pytest.mark.parametrize("layer", [nn.LayerNormalization, nn.BatchNormalization])
+def test_normalisation_layers_run_in_fp32_under_autocast(layer):
+    """README's autocast list: the norms compute and return fp32 even on an fp16 input."""
+    norm = layer()
+    with nn.autocast("cpu", dtype="float16"):
+        h = nn.Linear(5, 4, seed=0)(nn.Tensor(A))
+        out = norm(h, training=True)
+    assert h.dtype == "float16" and out.dtype == "float32"
+    x = h.data.astype(np.float64)
+    axis = -1 if layer is nn.LayerNormalization else 0
+    mean, var = x.mean(axis, keepdims=True), x.var(axis, keepdims=True)
+    want = (x - mean) / np.sqrt(var + norm.epsilon)  # gamma 1, beta 0 at init
+    np.testing.assert_allclose(out.data, want, rtol=1e-5, atol=1e-6)
