@@ -56,11 +56,13 @@ class GradScaler:
       ``step``/``unscale_``; unscaling fp16 gradients raises ValueError;
     - ``enabled=False`` makes every method a pass-through (``step`` just calls ``opt.step()``);
     - ``device`` (first, as in ``torch.amp.GradScaler``) must be "cpu": fpsim emulates on the
-      CPU. The other arguments are keyword-only, so ``GradScaler(1024.0)`` (the old
-      ``torch.cuda.amp`` spelling) raises instead of being read as a device.
+      CPU. The other arguments follow in ``torch.amp.GradScaler``'s order, so
+      ``GradScaler("cpu", 1024.0)`` sets ``init_scale`` as it does in PyTorch, and
+      ``GradScaler(1024.0)`` (the old ``torch.cuda.amp`` spelling) raises instead of being
+      read as a device.
     """
 
-    def __init__(self, device: str = "cpu", *, init_scale: float = 2.0**16,
+    def __init__(self, device: str = "cpu", init_scale: float = 2.0**16,
                  growth_factor: float = 2.0, backoff_factor: float = 0.5,
                  growth_interval: int = 2000, enabled: bool = True) -> None:
         if isinstance(device, (int, float, np.number)) and not isinstance(device, bool):

@@ -121,6 +121,15 @@ def test_grad_scaler_accepts_cpu_and_rejects_other_devices():
         nn.GradScaler(1024.0)
 
 
+def test_grad_scaler_takes_its_arguments_in_pytorchs_positional_order():
+    scaler = nn.GradScaler("cpu", 1024.0, 4.0, 0.25, 3, True)
+    keyword = nn.GradScaler("cpu", init_scale=1024.0, growth_factor=4.0, backoff_factor=0.25,
+                            growth_interval=3, enabled=True)
+    assert scaler.state_dict() == keyword.state_dict()
+    assert scaler.get_scale() == 1024.0
+    assert not nn.GradScaler("cpu", 8.0, 2.0, 0.5, 2000, False).is_enabled()
+
+
 def grads_of(*arrays):
     return [variable(np.zeros_like(a), grad=a, name=f"p{i}") for i, a in enumerate(arrays)]
 
