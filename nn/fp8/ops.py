@@ -38,7 +38,7 @@ from fpsim import FP32
 from nn import sites
 from nn.autograd import Context, Function
 from nn.fp8.recipes import Recipe
-from nn.fp8.scope import Run
+from nn.fp8.scope import Run, current_layer
 from nn.functions._common import finish
 from nn.tensor import Tensor
 
@@ -120,14 +120,22 @@ class QuantizedMatMul(Function):
         return grads
 
 
+def _site(run: Run, op_name: str) -> str:
+    """The op site of this use, claimed by the layer running it (``Recipe.claim``)."""
+    site = run.op_site(op_name)
+    assert run.recipe is not None
+    run.recipe.claim(site, current_layer())
+    return site
+
+
 def matmul(run: Run, a: Tensor, b: Tensor) -> Tensor:
     """``a @ b`` under the run's recipe (operands named "a" and "b")."""
-    return QuantizedMatMul.apply(a, b, recipe=run.recipe, site=run.op_site("MatMul"))
+    return QuantizedMatMul.apply(a, b, recipe=run.recipe, site=_site(run, "MatMul"))
 
 
 def linear(run: Run, x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None
            ) -> Tensor:
     """``relu?(x @ w + b)`` under the run's recipe (operands "input" and "weight")."""
     inputs = (x, w) if b is None else (x, w, b)
-    return QuantizedMatMul.apply(*inputs, recipe=run.recipe, site=run.op_site("Linear"),
+    return QuantizedMatMul.apply(*inputs, recipe=run.recipe, site=_site(run, "Linear"),
                                  names=("input", "weight"), relu=activation == "relu")

@@ -33,8 +33,11 @@ Policies (``nn.Policy(name)``; fp32 master weights, compute format bf16 unless n
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +45,7 @@ import fpsim
 from fpsim import BF16, E4M3FN, E5M2, FP32, TF32, Format
 from fpsim import mx as fpsim_mx
 from fpsim._names import unknown_name
+from nn.checks import count
 from nn.fp8.state import ScalingState, TelemetryLog, TensorRecord
 
 ROLES = ("forward", "backward")
@@ -78,6 +82,8 @@ class Recipe:
     def __init__(self) -> None:
         self.states: dict[str, ScalingState] = {}
         self.log = TelemetryLog()
+        self._steps: dict[str, int] = {}  # quantizations per tensor (recipes without states)
+        self._owners: dict[str, weakref.ref[Any]] = {}  # op site -> the layer that runs it
 
     def format(self, role: str) -> Format | fpsim_mx.BlockFormat:
         raise NotImplementedError
@@ -93,9 +99,84 @@ class Recipe:
         return (type(self).__name__,)
 
     def reset(self) -> None:
-        """Forget every tensor's state and the telemetry log."""
+        """Forget every tensor's state, its owner and the telemetry log."""
         self.states.clear()
+        self._steps.clear()
+        self._owners.clear()
         self.log.clear()
+
+    # --- whose tensors (one recipe, several layers) ---------------------------------------------
+    def claim(self, site: str, owner: Any) -> None:
+        """Record that layer ``owner`` runs the op at ``site`` (``"<scope>/<Op>"``); every
+        tensor of that op belongs to it. A recipe is shared by the layers built under one
+        Policy object (``nn.set_global_policy``), possibly across models, and by everything
+        inside one ``fp8_autocast(recipe)``; tensor names are made of layer names, so two
+        layers of one name would update one amax history. That raises ValueError here. A
+        state whose layer no longer exists is dropped: a new layer of that name starts fresh.
+        States restored by ``load_state_dict`` go to the first layer that uses them."""
+        if owner is None:
+            return
+        ref = self._owners.get(site)
+        if ref is not None:
+            held = ref()
+            if held is owner:
+                return
+            if held is not None:
+                gc.collect()  # the other layer may be garbage awaiting a collection
+                held = ref()
+            if held is not None:
+                raise ValueError(
+                    f"two different layers named {site.rpartition('/')[0]!r} run their "
+                    f"matmuls under one fp8 recipe ({self!r}): they would share the amax "
+                    f"history and the telemetry of {site!r}. Give them different names, or give "
+                    "each model its own recipe: a new Policy object has a new recipe (call "
+                    "nn.set_global_policy(name) again before building the next model, or pass "
+                    "dtype=<policy name> to its layers), and fp8_autocast takes a new recipe")
+            prefix = site + "/"
+            for table in (self.states, self._steps):
+                for name in [n for n in table if n.startswith(prefix)]:
+                    del table[name]
+        self._owners[site] = weakref.ref(owner)
+
+    # --- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that decides the recipe's next quantizations, as JSON-able values:
+        ``recipe`` (``config()``), ``states`` (each tensor's ``ScalingState.state_dict()``)
+        and ``steps`` (quantizations per tensor of recipes without states: the log's step
+        numbers). The telemetry log is not part of it."""
+        return {"recipe": list(self.config()),
+                "states": {name: st.state_dict() for name, st in self.states.items()},
+                "steps": dict(self._steps)}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore ``state_dict()``, all checked before anything changes: a bad field raises
+        ValueError naming it (``recipe``: the state of a recipe of other settings)."""
+        if not isinstance(state, dict) or sorted(state) != ["recipe", "states", "steps"]:
+            keys = sorted(state) if isinstance(state, dict) else state
+            raise ValueError(f"an fp8 recipe state is a mapping of recipe, states and steps, "
+                             f"got {keys!r:.80}")
+        if state["recipe"] != list(self.config()):
+            raise ValueError(f"recipe: the state is of the recipe {state['recipe']!r}, this "
+                             f"recipe is {list(self.config())!r}")
+        states = self._load_states(state["states"])
+        steps = state["steps"]
+        if not isinstance(steps, dict):
+            raise ValueError(f"steps must be a mapping of tensor names to counts, got {steps!r}")
+        if steps and self.per_tensor:
+            raise ValueError(f"steps: a per-tensor recipe counts its steps in its states, got "
+                             f"{sorted(steps)[:3]!r}")
+        steps = {str(k): count(f"steps[{k!r}]", v) for k, v in steps.items()}
+        self.states, self._steps = states, steps
+        self._owners.clear()
+
+    def _load_states(self, states: Any) -> dict[str, ScalingState]:
+        if not isinstance(states, dict):
+            raise ValueError(f"states must be a mapping of tensor names to states, got "
+                             f"{states!r:.80}")
+        if states:
+            raise ValueError(f"states: {type(self).__name__} keeps no per-tensor scaling "
+                             f"state, got {sorted(states)[:3]!r}")
+        return {}
 
 
 class _PerTensor(Recipe):
@@ -122,6 +203,21 @@ class _PerTensor(Recipe):
         fmt = self.format(role)
         return ScalingState(fmt.max, self.amax_history_len, self.amax_compute_algo,
                             self.margin, fmt)
+
+    def _load_states(self, states: Any) -> dict[str, ScalingState]:
+        if not isinstance(states, dict):
+            raise ValueError(f"states must be a mapping of tensor names to states, got "
+                             f"{states!r:.80}")
+        roles = {self.format(role).name: role for role in reversed(ROLES)}
+        out = {}
+        for name, saved in states.items():
+            where = f"states[{name!r}]"
+            fmt = saved.get("format") if isinstance(saved, dict) else None
+            if fmt not in roles:
+                raise ValueError(f"{where}.format must be one of {sorted(roles)}, got {fmt!r}")
+            out[name] = self.new_state(roles[fmt])
+            out[name].load_state_dict(saved, where)
+        return out
 
     def state(self, name: str, role: str) -> ScalingState:
         """The state of tensor ``name`` (made on first use)."""
@@ -202,7 +298,6 @@ class BlockScaling(Recipe):
 
     def __init__(self, fmt: str = "mxfp8_e4m3", backward: str | None = None) -> None:
         super().__init__()
-        self._steps: dict[str, int] = {}
         self.forward_format = fpsim_mx.get_block_format(fmt)
         self.backward_format = fpsim_mx.get_block_format(backward or fmt)
 
@@ -223,10 +318,6 @@ class BlockScaling(Recipe):
 
     def config(self) -> tuple[object, ...]:
         return (type(self).__name__, self.forward_format.name, self.backward_format.name)
-
-    def reset(self) -> None:
-        super().reset()
-        self._steps.clear()
 
     def __repr__(self) -> str:
         return (f"BlockScaling({self.forward_format.name!r}, backward="

@@ -50,6 +50,13 @@ class Run:
 
 
 _RUN: contextvars.ContextVar[Run | None] = contextvars.ContextVar("nn_fp8_run", default=None)
+# the innermost layer being called: the owner of the op sites it runs (``Recipe.claim``)
+_LAYER: contextvars.ContextVar[Any] = contextvars.ContextVar("nn_fp8_layer", default=None)
+
+
+def current_layer() -> Any:
+    """The innermost layer whose call is running here (None outside any layer)."""
+    return _LAYER.get()
 
 
 def active_run() -> Run | None:
@@ -115,28 +122,37 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
         return f"fp8_autocast({self.recipe!r}, enabled={self.enabled})"
 
 
+_KEEP = object()  # (layer_scope: the run stays as it is)
+
+
 @contextlib.contextmanager
-def _set(run: Run | None) -> Iterator[None]:
-    token = _RUN.set(run)
+def _set(run: Run | None | object, layer: Any) -> Iterator[None]:
+    token = None if run is _KEEP else _RUN.set(run)  # type: ignore[arg-type]
+    layer_token = _LAYER.set(layer)
     try:
         yield
     finally:
-        _RUN.reset(token)
+        _LAYER.reset(layer_token)
+        if token is not None:
+            _RUN.reset(token)
 
 
-def layer_scope(policy: Any) -> contextlib.AbstractContextManager[None]:
-    """What a layer's call runs inside: its policy's recipe (unless an explicit
+def layer_scope(policy: Any, layer: Any = None) -> contextlib.AbstractContextManager[None]:
+    """What ``layer``'s call runs inside: its policy's recipe (unless an explicit
     ``fp8_autocast`` is active, which wins), or no recipe for a plain policy inside a recipe
-    layer; a no-op when nothing changes."""
+    layer; and ``layer`` as the owner of the op sites it runs (``current_layer``)."""
     active = _RUN.get()
-    if active is not None and active.explicit:
-        return contextlib.nullcontext()
+    run: Run | None | object = _KEEP
     recipe = getattr(policy, "recipe", None)
-    if recipe is None:
-        return contextlib.nullcontext() if active is None else _set(None)
-    if active is not None and active.recipe is recipe:
-        return contextlib.nullcontext()
-    return _set(Run(recipe, explicit=False))
+    if active is None and recipe is None:
+        return contextlib.nullcontext()  # no recipe here: nothing to own
+    if active is not None and active.explicit:
+        pass
+    elif recipe is None:
+        run = _KEEP if active is None else None
+    elif active is None or active.recipe is not recipe:
+        run = Run(recipe, explicit=False)
+    return _set(run, layer)
 
 
 def recipes_of(model: Any) -> list[Recipe]:

@@ -25,7 +25,9 @@ max) or flushed to zero.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -84,6 +86,43 @@ class ScalingState:
         self.steps += 1
         return self.scale
 
+    def state_dict(self) -> dict[str, Any]:
+        """What decides this tensor's next scale, as JSON-able values: ``format`` (the element
+        format's name), ``scale``, ``steps`` and ``amax_history`` (floats; NaN/inf kept)."""
+        return {"format": None if self.fmt is None else self.fmt.name, "scale": self.scale,
+                "steps": self.steps, "amax_history": [float(a) for a in self.amax_history]}
+
+    def load_state_dict(self, state: Any, where: str = "state") -> None:
+        """Restore ``state_dict()``'s values, checked first (nothing changes on a bad one):
+        a bad field raises ValueError naming ``<where>.<field>``, the value and what is allowed.
+        The settings (history length, algorithm, margin) are the recipe's, not the state's."""
+        if not isinstance(state, dict):
+            raise ValueError(f"{where} must be a mapping of format, scale, steps and "
+                             f"amax_history, got {state!r:.80}")
+        missing = sorted({"format", "scale", "steps", "amax_history"} - set(state))
+        if missing:
+            raise ValueError(f"{where} lacks {missing}")
+        fmt = None if self.fmt is None else self.fmt.name
+        if state["format"] != fmt:
+            raise ValueError(f"{where}.format must be {fmt!r} (this tensor's format), got "
+                             f"{state['format']!r}")
+        scale = state["scale"]
+        if not (_real(scale) and math.isfinite(scale) and scale > 0
+                and float(np.float32(scale)) == scale):
+            raise ValueError(f"{where}.scale must be a finite float32 value > 0, got {scale!r}")
+        steps = count(f"{where}.steps", state["steps"])
+        history = state["amax_history"]
+        if not (isinstance(history, list) and len(history) == self.history_len):
+            raise ValueError(f"{where}.amax_history must be a list of {self.history_len} "
+                             f"(amax_history_len) values, got {history!r:.80}")
+        for i, a in enumerate(history):
+            if not (_real(a) and (math.isnan(a) or (a >= 0 and float(np.float32(a)) == a))):
+                raise ValueError(f"{where}.amax_history[{i}] must be a float32 value >= 0, "
+                                 f"inf or NaN (an amax), got {a!r}")
+        self.scale = float(scale)
+        self.steps = steps
+        self.amax_history = np.array(history, dtype=np.float32)
+
     @property
     def scale_inv(self) -> float:
         """float32(1 / scale): what the matmul multiplies its fp32 result by (TE's scale_inv)."""
@@ -92,6 +131,10 @@ class ScalingState:
     def __repr__(self) -> str:
         return (f"ScalingState(scale={self.scale:g}, steps={self.steps}, algo={self.algo!r}, "
                 f"history_len={self.history_len}, margin={self.margin})")
+
+
+def _real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -118,6 +161,33 @@ class TensorRecord:
 
 
 FIELDS = ("step", "amax", "scale", "saturated_share", "flushed_share")
+
+
+# What ``TelemetryLog.summary`` gives per tensor (``fit``'s ``History.fp8`` per epoch):
+SUMMARY_FIELDS = (
+    "format",               # the element format's name
+    "quantizations",        # how many times the tensor was quantized
+    "max_amax",             # the largest amax (NaN if one was NaN)
+    "last_amax",
+    "last_scale",           # the scale of its last quantization
+    "max_saturated_share",  # the largest share saturated in one quantization
+    "saturated_share",      # saturated / elements over all its quantizations
+    "max_flushed_share",
+    "flushed_share",        # flushed to zero / elements over all its quantizations
+)
+
+
+def summarize(rows: list[TensorRecord]) -> dict[str, Any]:
+    """``SUMMARY_FIELDS`` of one tensor's records (at least one)."""
+    elements = max(1, sum(r.elements for r in rows))
+    amaxes = np.array([r.amax for r in rows])
+    return {"format": rows[-1].fmt, "quantizations": len(rows),
+            "max_amax": float(np.max(amaxes)), "last_amax": rows[-1].amax,
+            "last_scale": rows[-1].scale,
+            "max_saturated_share": max(r.saturated_share for r in rows),
+            "saturated_share": sum(r.saturated for r in rows) / elements,
+            "max_flushed_share": max(r.flushed_share for r in rows),
+            "flushed_share": sum(r.flushed for r in rows) / elements}
 
 
 @dataclass
@@ -156,6 +226,14 @@ class TelemetryLog:
             lines.append(f"{name:<34} {rows[-1].fmt:<14} {len(rows):>6} {rows[-1].scale:>11.4g} "
                          f"{sat:>10.2%} {flushed:>10.2%}")
         return "\n".join(lines)
+
+    def summary(self, start: int = 0, end: int | None = None) -> dict[str, dict[str, Any]]:
+        """One summary per tensor of the records ``start:end`` (e.g. one epoch's), in
+        first-seen order: ``SUMMARY_FIELDS`` (see there)."""
+        rows: dict[str, list[TensorRecord]] = {}
+        for r in self.records[start:end]:
+            rows.setdefault(r.name, []).append(r)
+        return {name: summarize(found) for name, found in rows.items()}
 
     def clear(self) -> None:
         self.records.clear()

@@ -166,7 +166,7 @@ class MultiHeadAttention(Layer):
         if k_in.shape[1] != v_in.shape[1] or len({q_in.shape[0], v_in.shape[0], k_in.shape[0]}) > 1:
             raise ValueError(f"layer '{self.name}': query {q_in.shape}, key {k_in.shape} and "
                              f"value {v_in.shape} must share the batch, key and value the length")
-        with name_scope(self.name), fp8_layer_scope(self.policy):  # a recipe policy's matmuls
+        with name_scope(self.name), fp8_layer_scope(self.policy, self):  # a recipe policy's matmuls
             q = self._heads(q_in, "query", self.key_dim) * (1.0 / math.sqrt(self.key_dim))
             k = self._heads(k_in, "key", self.key_dim)
             v = self._heads(v_in, "value", self.value_dim)

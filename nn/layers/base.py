@@ -204,7 +204,7 @@ class Layer(Module):
                 raise ValueError(f"layer '{self.name}' needs batched input, got a scalar")
             self._build_once(x.shape)
         self.check_input(x)
-        with name_scope(self.name), fp8_layer_scope(self.policy):  # a recipe policy's matmuls
+        with name_scope(self.name), fp8_layer_scope(self.policy, self):  # a recipe policy's matmuls
             y = self.call(x, training=training)
         if y is not x:
             y.grad_site = sites.activation_grad(self.name)
