@@ -7,8 +7,9 @@ The file is an uncompressed numpy ``.npz`` (a zip whose members carry CRC-32 che
   class name and ``get_config``), each layer's build config (the input shape of its first call)
   and state (e.g. a Dropout generator's state), the name, format and shape of every weight, the
   compile settings (loss and metrics, serialized through their registries), the optimizer's
-  class, config and counters, the loss-scale optimizer's config and state, and the training
-  position (``epochs_trained``: the next epoch's shuffle seed);
+  class, config and counters, the loss-scale optimizer's config and state, the training
+  position (``epochs_trained``: the next epoch's shuffle seed) and the state of every fp8
+  recipe of the layers' policies (``fp8``: amax histories, scales, steps; ``nn.fp8.persist``);
 - ``weight_<i>``: the weights in ``model.weights`` order, in their float32 carrier (their values
   lie in the variable format, so nothing is rounded on the way back);
 - ``slot_<i>_<name>``: the optimizer's slots, per variable in the optimizer's order.
@@ -17,7 +18,9 @@ Nothing here names a concrete layer, optimizer, loss or metric: classes come fro
 ``nn.registry``, so a new registered class saves and loads with no edit to this file.
 
 Resuming is bit-identical: weights, slots, ``iterations`` (Adam's bias correction), the loss
-scale and its growth counter, every Dropout's generator and the epoch count are all restored.
+scale and its growth counter, every Dropout's generator, every fp8 recipe's amax histories and
+scales, and the epoch count are all restored. The recipe of an explicit ``nn.fp8_autocast``
+belongs to the caller and is not saved (``recipe.state_dict()``: see ``nn.fp8.persist``).
 
 ``save`` refuses (ValueError, nothing written) what ``load_model`` could not rebuild: a loss,
 metric or layer whose class is not registered (e.g. a plain function as the loss: the optimizer
@@ -25,8 +28,9 @@ state would be lost with it). ``load_model`` reads and checks everything before 
 anything: a truncated, corrupt or foreign file, one whose pieces disagree, or a field out of its
 range (e.g. ``iterations = -1``) raises ``ValueError`` naming it and returns nothing.
 
-Version 2 (this one) added build configs, layer states and registry-serialized metrics; a
-version 1 file (the previous format) is upgraded on load.
+Version 3 (this one) added the fp8 recipe states; version 2 build configs, layer states and
+registry-serialized metrics. Older files are upgraded on load; a version 1 or 2 file of a model
+with a delayed-scaling recipe loads with empty amax histories and a warning saying so.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 import zipfile
 import zlib
 from pathlib import Path
@@ -42,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from nn.checks import count
+from nn.fp8.persist import fp8_entries, restore_fp8, stateful_layers
 from nn.layers import Layer
 from nn.layers.initializers import restoring
 from nn.loss_scale import LossScaleOptimizer
@@ -51,8 +57,8 @@ from nn.registry import LAYERS, LOSSES, METRICS, OPTIMIZERS
 from nn.training import iter_layers, walk_layers
 
 FORMAT = "fpsim.nn.checkpoint"
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 
 def _umask() -> int:
@@ -99,6 +105,7 @@ def save_model(model: Model, path: str | os.PathLike) -> None:
                     for v in weights],
         "compile": None, "optimizer": None, "loss_scale": None,
         "training": {"epochs_trained": model.epochs_trained},
+        "fp8": fp8_entries(model),
     }
     if getattr(model, "loss", None) is not None:
         config["compile"] = {"loss": _serialize(LOSSES, model.loss, "loss"),
@@ -190,6 +197,8 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
                    f"{', '.join(map(str, READABLE_VERSIONS))}")
     if config["version"] == 1:
         config = _upgrade_v1(config)
+    if config["version"] == 2:
+        config = dict(config, version=3, fp8=None)  # None: the file recorded no recipe state
     return config, arrays
 
 
@@ -265,6 +274,7 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
         layers[name].set_state(state)
     epochs_trained = _count("training.epochs_trained", config["training"]["epochs_trained"])
     model._epochs_trained = epochs_trained
+    _restore_fp8(model, config["fp8"])
 
     comp = config["compile"]
     if comp is None:
@@ -311,6 +321,21 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
         model.optimizer, model._loss_scale_key = inner, "none"
     model._epochs_trained = epochs_trained  # compile restarted it
     return model
+
+
+def _restore_fp8(model: Model, entries: Any) -> None:
+    if entries is None:  # a version 1 or 2 file
+        lost = stateful_layers(model)
+        if lost:
+            warnings.warn(f"this checkpoint predates fp8 recipe states (version 3): the delayed "
+                          f"scaling of layers {lost} restarts from empty amax histories (scale "
+                          "1), so training resumed from it is not bit-identical to an "
+                          "uninterrupted run", stacklevel=4)
+        return
+    try:
+        restore_fp8(model, entries)
+    except ValueError as e:
+        raise _Bad(str(e)) from None
 
 
 def load_model(path: str | os.PathLike) -> Model:

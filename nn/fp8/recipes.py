@@ -76,6 +76,7 @@ class Recipe:
     """
 
     per_tensor = True
+    stateful = False  # True: a quantization's scale depends on earlier steps (checkpointed)
     compute_format: Format = BF16
     policy_name: str | None = None  # set on recipes made from a policy name
 
@@ -270,6 +271,8 @@ class DelayedScaling(_PerTensor):
     >>> state.scale, state.update(4.0), state.update(0.0)
     (1.0, 112.0, 112.0)
     """
+
+    stateful = True
 
 
 class CurrentScaling(_PerTensor):

@@ -1,0 +1,99 @@
+"""The fp8 recipes of a model in its checkpoint: what ``nn.checkpoint`` writes and restores.
+
+A checkpoint's config holds a list ``fp8``, one entry per recipe of the model's policies
+(``recipes_of``, depth-first order): ``layers`` (the names of the layers whose policy carries
+that recipe: one name for ``dtype="fp8_hybrid_delayed"`` given per layer, several for layers
+built under one Policy object, e.g. ``nn.set_global_policy``) and the recipe's
+``state_dict()`` (``recipe``, ``states``, ``steps``): every amax history, scale and step count,
+so training resumed from the checkpoint is bit-identical to an uninterrupted run.
+
+On load the layers of one entry get one Policy object again (so one recipe, as when saved), and
+its state is restored. A container model (``Sequential``, a functional ``Model``) keeps no
+dtype in its config: it gets the global policy of the loading process, so it is left out of the
+check (its own policy does not change its layers' numerics).
+
+The recipe of an explicit ``nn.fp8_autocast(recipe)`` belongs to the caller, not to the model:
+it is not in the checkpoint. Save ``recipe.state_dict()`` beside it (plain JSON-able values) and
+``recipe.load_state_dict(...)`` into the recipe of the resumed run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nn.fp8.recipes import Recipe
+from nn.fp8.scope import recipes_of
+
+STATE_KEYS = ("recipe", "states", "steps")
+
+
+def _is_container(layer: Any) -> bool:
+    from nn.model import Model  # (nn.model imports nn.layers, which import nn.fp8)
+
+    return isinstance(layer, Model) and getattr(layer, "layers", None) is not None
+
+
+def _layers(model: Any) -> dict[str, Any]:
+    from nn.training import walk_layers
+
+    return {layer.name: layer for layer in walk_layers(model)}
+
+
+def fp8_entries(model: Any) -> list[dict[str, Any]]:
+    """The ``fp8`` list of ``model``'s checkpoint (see the module docstring)."""
+    layers = _layers(model).values()
+    return [{"layers": [layer.name for layer in layers
+                        if getattr(layer.policy, "recipe", None) is recipe],
+             **recipe.state_dict()} for recipe in recipes_of(model)]
+
+
+def stateful_layers(model: Any) -> list[str]:
+    """The layers whose recipe's next scale depends on earlier steps (delayed scaling)."""
+    return [name for name, layer in _layers(model).items() if not _is_container(layer)
+            and getattr(getattr(layer.policy, "recipe", None), "stateful", False)]
+
+
+def restore_fp8(model: Any, entries: Any) -> None:
+    """Share and restore the recipes of ``model`` (just built from the checkpoint) from its
+    ``fp8`` list. A bad entry raises ValueError naming the field (``fp8[i].<field>``)."""
+    if not isinstance(entries, list):
+        raise ValueError(f"fp8 must be a list of recipe states, got {entries!r:.80}")
+    layers = _layers(model)
+    covered: set[int] = set()
+    for i, entry in enumerate(entries):
+        where = f"fp8[{i}]"
+        if not isinstance(entry, dict) or sorted(entry) != sorted(("layers", *STATE_KEYS)):
+            got = sorted(entry) if isinstance(entry, dict) else entry
+            raise ValueError(f"{where} must be a mapping of layers, {', '.join(STATE_KEYS)}; "
+                             f"got {got!r:.80}")
+        names = entry["layers"]
+        if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+            raise ValueError(f"{where}.layers must be a non-empty list of layer names, got "
+                             f"{names!r:.80}")
+        unknown = [n for n in names if n not in layers]
+        if unknown:
+            raise ValueError(f"{where}.layers names layers the architecture lacks: {unknown}")
+        own = [layers[n] for n in names if not _is_container(layers[n])] or [layers[names[0]]]
+        policy = own[0].policy
+        recipe: Recipe | None = getattr(policy, "recipe", None)
+        if recipe is None:
+            raise ValueError(f"{where}.layers: layer {own[0].name!r} has policy "
+                             f"{policy.name!r}, which carries no fp8 recipe")
+        for name in names:
+            layer = layers[name]
+            if layer.policy.name == policy.name:
+                layer.policy = policy  # one recipe again, as when saved
+            elif not _is_container(layer):
+                raise ValueError(f"{where}.layers: layer {name!r} has policy "
+                                 f"{layer.policy.name!r}, the others {policy.name!r}")
+        try:
+            recipe.load_state_dict({k: entry[k] for k in STATE_KEYS})
+        except ValueError as e:
+            raise ValueError(f"{where}.{e}") from None
+        covered.add(id(recipe))
+    lacking = [name for name, layer in layers.items() if not _is_container(layer)
+               and getattr(layer.policy, "recipe", None) is not None
+               and id(layer.policy.recipe) not in covered]
+    if lacking:
+        raise ValueError(f"fp8: the file holds no recipe state for the layers {lacking}, whose "
+                         "policies carry a recipe")
