@@ -21,10 +21,19 @@
   ``fpsim.plot.exponent_histogram(values, "fp16")``. ``epoch_exponent_counts[kind]`` holds the
   same counts epoch by epoch (one array per finished epoch; they sum to ``exponent_counts``),
   for histograms over time (``nn.plot.gradient_exponents_over_time``).
+- fp8 telemetry (every fit under a recipe policy or an ``nn.fp8_autocast`` around fit): per
+  epoch, per quantized tensor (``"dense/Linear/input"``, ``".../weight"``,
+  ``".../grad_output"``), the summary of that epoch's training steps in the recipe's log:
+  ``fp8[epoch][tensor][field]`` with the fields of ``nn.fp8.state.SUMMARY_FIELDS``
+  (``last_scale``, ``max_amax``, ``max_saturated_share``, ``saturated_share``,
+  ``max_flushed_share``, ...); ``fp8_series(tensor, field)`` gives one per epoch (NaN where the
+  tensor was not quantized), ``fp8_table()`` the last epoch, ``nn.plot.fp8_telemetry`` a plot.
+  Validation passes are left out; ``recipe.log`` keeps every quantization.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -76,6 +85,7 @@ class History:
         self.zero_counts = dict.fromkeys(KINDS, 0)
         self.epoch_exponent_counts: dict[str, list[np.ndarray]] = {k: [] for k in KINDS}
         self._counted_before_epoch = {k: c.copy() for k, c in self.exponent_counts.items()}
+        self.fp8: list[dict[str, dict[str, Any]]] = []
         self.wall_time = 0.0
 
     # --- recording (called by Model.fit) --------------------------------------------------------
@@ -112,6 +122,10 @@ class History:
                             row[key] += int(found[key])
                 epoch[layer][kind] = row
         self.gradient_events.append(epoch)
+
+    def record_fp8(self, summary: dict[str, dict[str, Any]]) -> None:
+        """Add one epoch's fp8 summaries (``TelemetryLog.summary``), per tensor."""
+        self.fp8.append(summary)
 
     # --- reading ---------------------------------------------------------------------------
     @property
@@ -162,6 +176,36 @@ class History:
         is ``exponent_counts[kind]``, e.g. for ``fpsim.plot.exponent_histogram(values, fmt)``."""
         centres = 2.0 ** (self.exponent_edges[:-1] + 0.5)
         return np.repeat(centres, self.exponent_counts[kind])
+
+    def fp8_names(self) -> list[str]:
+        """The quantized tensors of every epoch, in first-seen order."""
+        return list(dict.fromkeys(name for epoch in self.fp8 for name in epoch))
+
+    def fp8_series(self, tensor: str, field: str = "max_saturated_share") -> np.ndarray:
+        """One value of ``field`` per epoch for ``tensor`` (NaN where it was not quantized).
+        An unknown tensor or field raises KeyError or ValueError listing the known ones."""
+        from nn.fp8.state import SUMMARY_FIELDS
+
+        if field not in SUMMARY_FIELDS or field == "format":
+            raise ValueError(f"field must be one of {SUMMARY_FIELDS[1:]}, got {field!r}")
+        if tensor not in self.fp8_names():
+            raise KeyError(f"no fp8 tensor {tensor!r} in the history; tensors: "
+                           f"{self.fp8_names() or 'none (no fp8 recipe ran in this fit)'}")
+        return np.array([float(epoch[tensor][field]) if tensor in epoch else math.nan
+                         for epoch in self.fp8])
+
+    def fp8_table(self) -> str:
+        """One row per tensor of the last epoch: format, last scale, largest amax, largest
+        shares saturated and flushed to zero in one step."""
+        if not any(self.fp8):
+            return "no fp8 telemetry (no matmul ran under an fp8 recipe in this fit)"
+        lines = [f"{'tensor':<34} {'format':<14} {'last scale':>11} {'max amax':>10} "
+                 f"{'saturated':>10} {'flushed':>10}"]
+        for name, row in self.fp8[-1].items():
+            lines.append(f"{name:<34} {row['format']:<14} {row['last_scale']:>11.4g} "
+                         f"{row['max_amax']:>10.4g} {row['max_saturated_share']:>10.2%} "
+                         f"{row['max_flushed_share']:>10.2%}")
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
         keys = ", ".join(self.history)

@@ -31,6 +31,7 @@ from nn import metrics as nn_metrics
 from nn import optimizers as nn_optimizers
 from nn.autograd import no_grad
 from nn.checks import count
+from nn.fp8.scope import epoch_telemetry as fp8_epoch_telemetry
 from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
 from nn.progbar import Progbar, check_verbose
@@ -295,7 +296,7 @@ class Model:
             bar = Progbar(train.steps, verbose)
             monitor = fpsim.monitor() if telemetry else None
             swamped_before = inner.swamped_updates
-            with serial_numba(telemetry):
+            with serial_numba(telemetry), fp8_epoch_telemetry(self, history):
                 logs, steps = train_epoch(self, train.epoch(self.epochs_trained, seed), scaler,
                                           history, monitor, bar)
             if monitor is not None:  # the sites exist once the first step has built the layers

@@ -1,7 +1,7 @@
 """Training plots: loss curves, the loss-scale timeline with its skipped steps, gradient
 exponent histograms against a format's range (through ``fpsim.plot.exponent_histogram``), the
-same histograms epoch by epoch, and the per-epoch shares of gradients that underflowed,
-became subnormal or overflowed.
+same histograms epoch by epoch, the per-epoch shares of gradients that underflowed,
+became subnormal or overflowed, and the per-epoch fp8 telemetry of each quantized tensor.
 
 Each function draws on ``ax`` (a new figure when None) and returns the axes; matplotlib is
 imported only when a function runs. ``compare_figure`` is the picture ``fpsim compare`` writes.
@@ -108,6 +108,28 @@ def gradient_events_timeline(history: History, *, kind: str = "activation",
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"share of {kind} gradients")
     ax.set_title(f"{kind} gradients: what rounding did to them, epoch by epoch")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def fp8_telemetry(history: History, field: str = "max_saturated_share", *,
+                  tensors: Sequence[str] | None = None, ax: Any = None) -> Any:
+    """Per epoch, ``field`` of each fp8-quantized tensor (``history.fp8_series``; default every
+    tensor the history holds): the largest share saturated in one step by default, or e.g.
+    ``"last_scale"`` (then a log y axis), ``"max_amax"``, ``"max_flushed_share"``."""
+    names = list(history.fp8_names() if tensors is None else tensors)
+    if not names:
+        raise ValueError("the history has no fp8 telemetry: no matmul ran under an fp8 recipe "
+                         "in this fit")
+    ax = _axes(ax)
+    epochs = np.arange(1, len(history.fp8) + 1)
+    for name in names:
+        ax.plot(epochs, history.fp8_series(name, field), marker=".", label=name)
+    if field.endswith(("scale", "amax")):
+        ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(field.replace("_", " "))
+    ax.set_title(f"fp8 tensors: {field.replace('_', ' ')}, epoch by epoch")
     ax.legend(fontsize="small")
     return ax
 

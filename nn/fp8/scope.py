@@ -173,3 +173,21 @@ def recipes_of(model: Any) -> list[Recipe]:
 
     visit(model)
     return list(found.values())
+
+
+@contextlib.contextmanager
+def epoch_telemetry(model: Any, history: Any) -> Iterator[None]:
+    """Around one epoch's training steps of ``fit``: on a normal exit, ``history.record_fp8``
+    gets the summary per tensor (``TelemetryLog.summary``) of the log rows the block added to
+    the recipes of ``model``'s policies and to the recipe of an enclosing ``fp8_autocast``."""
+    recipes = recipes_of(model)
+    run = _RUN.get()
+    if run is not None and run.explicit and run.recipe is not None \
+            and all(r is not run.recipe for r in recipes):
+        recipes.append(run.recipe)
+    starts = [len(r.log) for r in recipes]
+    yield
+    summary: dict[str, Any] = {}
+    for recipe, start in zip(recipes, starts, strict=True):
+        summary.update(recipe.log.summary(start))
+    history.record_fp8(summary)
