@@ -14,9 +14,11 @@ a run is active they become quantized matmuls (``nn.fp8.ops``).
 
 Tensor names: the state (and log rows) of an operand are keyed by where it is used:
 ``"<scope>/<Op>/<operand>"`` (``nn.sites.fp8_tensor``), e.g. ``"dense/Linear/input"``; the
-k-th use of the same op in one scope during one run gets ``"<Op>_k"``. A run starts at the
-outermost ``fp8_autocast`` block or at the outermost layer of a recipe policy, so one forward
-pass is one step of every tensor's state.
+k-th use of the same op in one scope during one forward pass gets ``"<Op>_k"``. A pass starts
+at the outermost layer of a recipe policy, at each outermost layer call inside an
+``fp8_autocast`` block (so ``with fp8_autocast(recipe): model.fit(...)`` gives every step the
+same tensor names), or at the block itself for bare ops outside layers; one forward pass is
+one step of every tensor's state.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class Run:
         self.recipe = recipe
         self.explicit = explicit  # from fp8_autocast (beats layer policies)
         self._uses: dict[str, int] = {}
+
+    def new_pass(self) -> None:
+        """Start counting op uses again: a new forward pass inside the same block."""
+        self._uses.clear()
 
     def op_site(self, op_name: str) -> str:
         """``"<scope>/<Op>"`` for this use of the op (``"<Op>_k"`` for the k-th repeat)."""
@@ -147,7 +153,8 @@ def layer_scope(policy: Any, layer: Any = None) -> contextlib.AbstractContextMan
     if active is None and recipe is None:
         return contextlib.nullcontext()  # no recipe here: nothing to own
     if active is not None and active.explicit:
-        pass
+        if _LAYER.get() is None:  # an outermost layer: a new forward pass of the block
+            active.new_pass()
     elif recipe is None:
         run = _KEEP if active is None else None
     elif active is None or active.recipe is not recipe:
