@@ -90,3 +90,85 @@ def test_resume_under_an_explicit_fp8_autocast_is_bit_identical_through_the_reci
     for a, b in zip(straight.get_weights(), resumed.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
     assert h_straight.step_loss[-len(h_resumed.step_loss):] == h_resumed.step_loss
+
+
+# --- refusing bad recipe fields --------------------------------------------------------------
+@pytest.fixture
+def saved(tmp_path):
+    model = _model("fp8_hybrid_delayed")
+    model.fit(X, Y, batch_size=16, epochs=1, seed=0, verbose=0)
+    model.save(tmp_path / "ck.npz")
+    return tmp_path / "ck.npz"
+
+
+def _first_state(c):
+    return next(iter(c["fp8"][0]["states"].values()))
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda c: _first_state(c).update(scale=-1.0), r"scale must be a finite float32 value > 0, "
+                                                   r"got -1.0"),
+    (lambda c: _first_state(c).update(scale=0.1), r"scale must be a finite float32.*0.1"),
+    (lambda c: _first_state(c).update(steps=-2), r"steps must be an integer >= 0, got -2"),
+    (lambda c: _first_state(c).update(amax_history=[1.0]), r"amax_history must be a list of 16"),
+    (lambda c: _first_state(c)["amax_history"].__setitem__(3, -0.5),
+     r"amax_history\[3\] must be a float32 value >= 0, inf or NaN.*-0.5"),
+    (lambda c: _first_state(c).update(format="float8_e3m4"), r"format must be one of"),
+    (lambda c: c["fp8"][0]["recipe"].__setitem__(2, 8), r"fp8\[0\].recipe: the state is of"),
+    (lambda c: c["fp8"][0].update(layers=["nope"]), r"fp8\[0\].layers names layers the "
+                                                    r"architecture lacks: \['nope'\]"),
+    (lambda c: c["fp8"][0].update(steps={"x": 1}), r"fp8\[0\].steps: a per-tensor recipe"),
+    (lambda c: c["fp8"].pop(), r"no recipe state for the layers \['dense_\d+'\]"),
+    (lambda c: c.update(fp8={}), r"fp8 must be a list"),
+])
+def test_a_bad_recipe_field_is_refused_naming_it(saved, tmp_path, edit, match):
+    with pytest.raises(ValueError, match=match):
+        nn.load_model(_rewrite(saved, tmp_path / "bad.npz", edit_config=edit))
+
+
+def test_a_nan_or_inf_amax_in_the_history_round_trips(saved, tmp_path):
+    def poison(c):
+        _first_state(c)["amax_history"][1:3] = [math.nan, math.inf]
+
+    loaded = nn.load_model(_rewrite(saved, tmp_path / "nan.npz", edit_config=poison))
+    history = next(iter(loaded.layers[0].policy.recipe.states.values())).amax_history
+    assert math.isnan(history[1]) and history[2] == np.inf
+
+
+def test_a_version_2_checkpoint_of_a_delayed_scaling_model_loads_with_a_warning(saved, tmp_path):
+    def downgrade(c):
+        c["version"] = 2
+        del c["fp8"]
+
+    with pytest.warns(UserWarning, match="restarts from empty amax histories"):
+        loaded = nn.load_model(_rewrite(saved, tmp_path / "v2.npz", edit_config=downgrade))
+    assert all(not layer.policy.recipe.states for layer in loaded.layers)
+
+
+def test_a_version_2_checkpoint_of_a_model_without_delayed_scaling_loads_silently(tmp_path):
+    model = _model("mxfp8")
+    model.fit(X, Y, batch_size=16, epochs=1, seed=0, verbose=0)
+    model.save(tmp_path / "ck.npz")
+
+    def downgrade(c):
+        c["version"] = 2
+        del c["fp8"]
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nn.load_model(_rewrite(tmp_path / "ck.npz", tmp_path / "v2.npz", edit_config=downgrade))
+
+
+def test_recipe_load_state_dict_refuses_a_state_of_other_settings_and_changes_nothing():
+    recipe = DelayedScaling(amax_history_len=4)
+    other = DelayedScaling(amax_history_len=8)
+    other.state("t", "forward").update(3.0)
+    with pytest.raises(ValueError, match=r"recipe: the state is of the recipe \['DelayedScaling', "
+                                         r"'hybrid', 8"):
+        recipe.load_state_dict(other.state_dict())
+    with pytest.raises(ValueError, match="keeps no per-tensor scaling state"):
+        nn.fp8.BlockScaling().load_state_dict(
+            {**nn.fp8.BlockScaling().state_dict(), "states": {"t": {}}})
+    assert recipe.states == {}
