@@ -12,7 +12,10 @@
   (``nn.Policy("fp8_hybrid_delayed")``, "mxfp8", "nvfp4", "mixed_tf32", ...: ``POLICY_RECIPES``);
 - the quantized matmul (``nn.fp8.ops``) and its straight-through backward;
 - telemetry: ``recipe.log`` (``TelemetryLog``: per tensor and step amax, scale, shares
-  saturated and flushed to zero) and ``recipe.states[name].amax_history``.
+  saturated and flushed to zero) and ``recipe.states[name].amax_history``; ``fit`` summarises
+  it per epoch in ``History.fp8``;
+- checkpoints (``nn.fp8.persist``): ``model.save`` carries the recipes of the layers'
+  policies; ``recipe.state_dict()`` / ``load_state_dict`` for a recipe of ``fp8_autocast``.
 
 This package imports nothing of nn's ops at import time (nn.policy reads its table of names);
 ``nn.fp8.ops`` is loaded by the matmul that needs it.
