@@ -342,6 +342,10 @@ class TF32Inputs(Recipe):
                  ) -> tuple[np.ndarray, float]:
         return np.asarray(fpsim.round(x, TF32, site=name)).astype(x.dtype, copy=False), 1.0
 
+    def claim(self, site: str, owner: Any) -> None:
+        """Nothing to keep apart: TF32 keeps no state and no log, so layers of one name may
+        share it."""
+
     def __repr__(self) -> str:
         return "TF32Inputs()"
 

@@ -137,3 +137,11 @@ def test_the_same_layer_in_two_models_shares_its_state():
     one(X)
     two(X)
     assert dense.policy.recipe.states[f"{dense.name}/Linear/input"].steps == 2
+
+
+def test_two_layers_of_one_name_may_share_the_stateless_tf32_recipe():
+    nn.set_global_policy("mixed_tf32")
+    a = _model(names=("fc", "out"))
+    a(X)
+    b = _model(names=("fc", "out"))
+    np.testing.assert_array_equal(a(X).data, b(X).data)  # same seed, same weights, no error
