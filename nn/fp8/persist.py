@@ -73,7 +73,12 @@ def restore_fp8(model: Any, entries: Any) -> None:
         unknown = [n for n in names if n not in layers]
         if unknown:
             raise ValueError(f"{where}.layers names layers the architecture lacks: {unknown}")
-        own = [layers[n] for n in names if not _is_container(layers[n])] or [layers[names[0]]]
+        own = [layers[n] for n in names if not _is_container(layers[n])]
+        if not own:  # containers only: their policy is the loading process's global one
+            own = [layers[n] for n in names if list(getattr(
+                getattr(layers[n].policy, "recipe", None), "config", list)()) == entry["recipe"]]
+            if not own:
+                continue  # a recipe no loaded layer runs under: nothing to restore it into
         policy = own[0].policy
         recipe: Recipe | None = getattr(policy, "recipe", None)
         if recipe is None:

@@ -172,3 +172,14 @@ def test_recipe_load_state_dict_refuses_a_state_of_other_settings_and_changes_no
         nn.fp8.BlockScaling().load_state_dict(
             {**nn.fp8.BlockScaling().state_dict(), "states": {"t": {}}})
     assert recipe.states == {}
+
+
+def test_a_container_built_under_a_recipe_policy_with_float32_layers_loads_under_float32(
+        tmp_path):
+    nn.set_global_policy("fp8_hybrid_delayed")
+    model = nn.Sequential([nn.Dense(4, dtype="float32")])  # the Sequential carries the recipe
+    model(X)
+    model.save(tmp_path / "ck.npz")
+    nn.set_global_policy("float32")
+    loaded = nn.load_model(tmp_path / "ck.npz")
+    np.testing.assert_array_equal(loaded.predict(X, verbose=0), model.predict(X, verbose=0))
