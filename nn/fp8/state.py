@@ -17,6 +17,9 @@ gradient). ``update(amax)`` is TE's ``amax_and_scale_update`` for that tensor:
 Delayed scaling quantizes a tensor with the scale *before* its own update (the scale comes from
 earlier steps); current scaling updates first and uses the fresh scale (``history_len=1``).
 
+``state_dict()`` / ``load_state_dict()`` carry everything that decides the next scale (the
+window, the scale, the step count) through checkpoints, checked field by field on the way in.
+
 Telemetry: every quantization appends a ``TensorRecord`` to its recipe's log (see
 ``nn.fp8.recipes``): the tensor's name, role, format, the state's step, amax, the scale used,
 and the shares of its non-zero elements that saturated (scaled magnitude above the format's
