@@ -24,14 +24,17 @@ import nn
 from nn import sites
 from nn.experiments.cnn import CNNConfig, data_for, train_cnn
 from nn.experiments.result import ExperimentResult
+from nn.experiments.statistics_lm import FP16_SQUARE_LIMIT
 
 CNN_DEFAULT = CNNConfig()
+SCALED = "fp16 statistics, pixels / 255"  # the third run: the knob turned off
 PROBE_IMAGES = 256  # held-out images on which the stem's deviations are measured
 
 
 def fp32_statistics(config: CNNConfig = CNN_DEFAULT) -> ExperimentResult:
     """Train the CNN with fp32 and with fp16 BatchNormalization statistics (see the module
-    docstring). ``extra`` (the fp16 run's story, step by step):
+    docstring), and a third time with fp16 statistics on pixels divided by 255 (the knob
+    turned off: ``pixel_max=1``). ``extra`` (the fp16 run's story, step by step):
 
     - ``first_overflow_step`` / ``first_overflow_site`` / ``first_overflow_values``: the first
       step whose forward pass overflowed (fpsim.monitor), where, and how many values;
@@ -43,11 +46,15 @@ def fp32_statistics(config: CNNConfig = CNN_DEFAULT) -> ExperimentResult:
       deviations ``(x - mean)^2`` beyond fp16's max on ``PROBE_IMAGES`` held-out images
       (``stem_deviations``), ``largest_deviation`` their largest ``|x - mean|``, ``skipped``
       the steps skipped for non-finite gradients;
+    - ``scaled_dead_channels``: the third run's dead channels per BatchNormalization;
     - ``squared_deviations``: the fp32-statistics model's squared deviations (for the plot).
     """
     fp32, fp32_probe = train_cnn("fp32 statistics", config, "mixed_float16")
     fp16, probe = train_cnn("fp16 statistics", config, "mixed_float16", stats_dtype="float16",
                             watch=True)
+    scaled_config = config.with_(pixel_max=1)
+    scaled, scaled_probe = train_cnn(SCALED, scaled_config, "mixed_float16",
+                                     stats_dtype="float16")
     forward = [(step, kept) for step, events in enumerate(probe.overflows)
                if (kept := {s: v for s, v in events.items() if not is_backward(s)})]
     first_step, first_events = forward[0] if forward else (None, {})
@@ -62,8 +69,10 @@ def fp32_statistics(config: CNNConfig = CNN_DEFAULT) -> ExperimentResult:
         "dead_channels": [int(n) for n in dead[-1]], "channels": list(config.filters),
         "overflow_share": {}, "largest_deviation": {}, "skipped": {},
     }
-    for run, model in ((fp32, fp32_probe.model), (fp16, probe.model)):
-        deviations = stem_deviations(model, config)
+    extra["scaled_dead_channels"] = [int(n) for n in scaled_probe.dead[-1]]
+    for run, model, c in ((fp32, fp32_probe.model, config), (fp16, probe.model, config),
+                          (scaled, scaled_probe.model, scaled_config)):
+        deviations = stem_deviations(model, c)
         extra["overflow_share"][run.label] = squares_overflow_share(deviations)
         extra["largest_deviation"][run.label] = float(np.max(np.abs(deviations)))
         extra["skipped"][run.label] = [i for i, s in enumerate(run.history.step_skipped) if s]
@@ -74,7 +83,7 @@ def fp32_statistics(config: CNNConfig = CNN_DEFAULT) -> ExperimentResult:
             "growing the first convolution's kernel")
     return ExperimentResult(
         "statistics", "fp32 vs fp16 BatchNormalization statistics (CNN, raw pixels)", config,
-        knob, [fp32, fp16], extra, ("fp16 statistics", "fp32 statistics"))
+        knob, [fp32, fp16, scaled], extra, ("fp16 statistics", "fp32 statistics"))
 
 
 def _first(steps: np.ndarray) -> int | None:
@@ -97,8 +106,8 @@ def stem_deviations(model: Any, config: CNNConfig) -> np.ndarray:
 
 
 def squares_overflow_share(deviations: np.ndarray) -> float:
-    """The share of ``deviations`` whose square, rounded to fp16, is inf: ``|d| > 256``
-    (to within fp16's rounding), where an fp16 variance overflows."""
+    """The share of ``deviations`` whose square, rounded to fp16, is inf: ``|d| >
+    FP16_SQUARE_LIMIT`` (256, to within fp16's rounding), where an fp16 variance overflows."""
     with np.errstate(over="ignore"):
         squares = fpsim.round(fpsim.round(deviations, "fp16") ** 2, "fp16")
     return float(np.mean(np.isinf(squares)))
@@ -106,7 +115,7 @@ def squares_overflow_share(deviations: np.ndarray) -> float:
 
 def findings(r: ExperimentResult) -> list[str]:
     """What ``fp32_statistics``' numbers say, one sentence per line."""
-    fp32, fp16 = r.runs
+    fp32, fp16, scaled = r.runs
     x = r.extra
     lines = []
     if x["first_overflow_step"] is None:
@@ -116,10 +125,10 @@ def findings(r: ExperimentResult) -> list[str]:
     else:
         lines.append(
             f"fp16 statistics: first overflow at step {x['first_overflow_step']}, site "
-            f"{x['first_overflow_site']} ({x['first_overflow_values']} value(s): (x - mean)^2 "
-            f"> 65504); first channel dead (moving variance inf) after step "
-            f"{x['first_dead_step']}, all {x['channels'][0]} of the first BatchNormalization "
-            f"after step {x['all_dead_step']}")
+            f"{x['first_overflow_site']} ({x['first_overflow_values']} value(s): |x - mean| > "
+            f"{FP16_SQUARE_LIMIT:g}, its square > 65504); first channel dead (moving variance "
+            f"inf) after step {x['first_dead_step']}, all {x['channels'][0]} of the first "
+            f"BatchNormalization after step {x['all_dead_step']}")
     lines += [
         f"dead channels at the end: {x['dead_channels']} of {x['channels']}",
         "share of the first BatchNormalization's (x - mean)^2 beyond fp16's max on "
@@ -128,6 +137,8 @@ def findings(r: ExperimentResult) -> list[str]:
             for label, share in x["overflow_share"].items()),
         f"held-out accuracy {fp16.test_accuracy:.1%} with fp16 statistics vs "
         f"{fp32.test_accuracy:.1%} with fp32; loss {r.gap(fp16.label, fp32.label):+.3f} nats",
+        f"the knob turned off (pixels / 255): fp16 statistics reach "
+        f"{scaled.test_accuracy:.1%}, dead channels {x['scaled_dead_channels']}",
         "steps skipped for non-finite gradients: " + ", ".join(
             f"{label} {len(steps)}" for label, steps in x["skipped"].items()),
     ]
