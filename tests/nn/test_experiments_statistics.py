@@ -110,3 +110,19 @@ def test_full_size_fp16_batch_norm_statistics_lose_the_network_fp32_trains():
     fp32, fp16, scaled = result.runs
     assert fp16.test_accuracy < 0.2 < 0.9 < fp32.test_accuracy
     assert result.extra["dead_channels"][0] == 16 and scaled.test_accuracy > 0.5
+
+
+def test_compare_statistics_prints_the_pixel_knob_the_accuracy_and_writes_the_png(tmp_path,
+                                                                                   capsys):
+    from fpsim.cli import main
+
+    assert main(["compare", "--experiment", "statistics", "--steps", "3", "--out",
+                 str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    knob = next(ln for ln in lines if ln.startswith("knob: "))
+    assert "pixels 0-255, not divided by 255" in knob
+    header = next(ln for ln in lines if ln.startswith("run "))
+    assert "test acc" in header
+    assert sum(ln.startswith(statistics.SCALED) for ln in lines) == 1
+    assert any("no forward overflow in 3 steps" in ln for ln in lines)  # too short to fail
+    assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
