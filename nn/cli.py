@@ -229,7 +229,7 @@ COMMANDS = [
     Command("train", "train an MLP on the digits data under a precision policy",
             add_train_arguments, train),
     Command("compare", "one mixed-precision experiment (a small transformer language model on "
-            "Python's docs, or the digits story): the same model trained a few ways; one "
-            "table and one PNG",
+            "Python's docs, a small CNN, or the digits story): the same model trained a few "
+            "ways; one table and one PNG",
             add_compare_arguments, compare),
 ]

@@ -55,11 +55,11 @@ class CNNConfig:
     seed: int = 0
 
     def describe(self) -> str:
-        stack = " -> pool -> ".join(f"Conv2D {f} -> BN -> ReLU" for f in self.filters)
-        return (f"CNN on 8x8 digits, pixels 0-{self.pixel_max}: {stack} -> GAP -> Dense 10 "
-                f"({self.kernel_size}x{self.kernel_size}, BN momentum {self.bn_momentum:g}); "
-                f"batch {self.batch_size}, {self.steps} steps of SGD lr {self.learning_rate:g} "
-                f"momentum {self.momentum:g}, seed {self.seed}")
+        filters = ", ".join(map(str, self.filters))
+        return (f"CNN on 8x8 digits, pixels 0-{self.pixel_max}: Conv2D {self.kernel_size}x"
+                f"{self.kernel_size} ({filters}) + BN (momentum {self.bn_momentum:g}) + ReLU, "
+                f"max-pool between, GAP, Dense 10; {self.steps} steps of SGD lr {self.learning_rate:g} momentum "
+                f"{self.momentum:g}, batch {self.batch_size}, seed {self.seed}")
 
     def make_optimizer(self) -> Any:
         return nn.SGD(self.learning_rate, momentum=self.momentum)
