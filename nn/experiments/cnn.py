@@ -58,8 +58,9 @@ class CNNConfig:
         filters = ", ".join(map(str, self.filters))
         return (f"CNN on 8x8 digits, pixels 0-{self.pixel_max}: Conv2D {self.kernel_size}x"
                 f"{self.kernel_size} ({filters}) + BN (momentum {self.bn_momentum:g}) + ReLU, "
-                f"max-pool between, GAP, Dense 10; {self.steps} steps of SGD lr {self.learning_rate:g} momentum "
-                f"{self.momentum:g}, batch {self.batch_size}, seed {self.seed}")
+                f"max-pool between, GAP, Dense 10; {self.steps} steps of SGD lr "
+                f"{self.learning_rate:g} momentum {self.momentum:g}, batch {self.batch_size}, "
+                f"seed {self.seed}")
 
     def make_optimizer(self) -> Any:
         return nn.SGD(self.learning_rate, momentum=self.momentum)
