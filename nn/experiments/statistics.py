@@ -80,7 +80,7 @@ def fp32_statistics(config: CNNConfig = CNN_DEFAULT) -> ExperimentResult:
             extra["squared_deviations"] = deviations.astype(np.float64) ** 2
     knob = (f"the inputs: 8-bit pixels 0-{config.pixel_max}, not divided by 255 (the first "
             f"BatchNormalization does the normalizing), and SGD lr {config.learning_rate:g} "
-            "growing the first convolution's kernel")
+            "growing the first convolution's kernel; the third run turns it off (pixels / 255)")
     return ExperimentResult(
         "statistics", "fp32 vs fp16 BatchNormalization statistics (CNN, raw pixels)", config,
         knob, [fp32, fp16, scaled], extra, ("fp16 statistics", "fp32 statistics"))
@@ -91,8 +91,11 @@ def _first(steps: np.ndarray) -> int | None:
 
 
 def is_backward(site: str) -> bool:
-    """True for a monitor site of the backward pass (an op inside the ``grad`` name scope)."""
-    return site.startswith(f"{sites.GRAD}_") or f"/{sites.GRAD}/" in f"/{site}"
+    """True for a monitor site of the backward pass: a part of its name is ``grad`` (an op in
+    the backward name scope, a variable's gradient) or starts with ``grad_`` (a layer's
+    activation or weight gradient, an op's input gradient); see ``nn.sites``."""
+    return any(part == sites.GRAD or part.startswith(f"{sites.GRAD}_")
+               for part in site.split("/"))
 
 
 def stem_deviations(model: Any, config: CNNConfig) -> np.ndarray:

@@ -126,3 +126,13 @@ def test_compare_statistics_prints_the_pixel_knob_the_accuracy_and_writes_the_pn
     assert sum(ln.startswith(statistics.SCALED) for ln in lines) == 1
     assert any("no forward overflow in 3 steps" in ln for ln in lines)  # too short to fail
     assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_backward_sites_are_told_from_forward_ones_by_nn_sites_names():
+    from nn import sites
+
+    backward = [sites.scoped(sites.scoped("bn1", sites.GRAD), "Mul"), sites.activation_grad("bn1"),
+                sites.weight_grad("conv1/kernel"), sites.variable_grad("conv1/kernel"),
+                sites.op_input_grad("Mul", 0)]
+    assert all(statistics.is_backward(site) for site in backward)
+    assert not any(statistics.is_backward(site) for site in ("bn1/Mul", "conv1/Conv2D", "Add"))
