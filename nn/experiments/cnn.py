@@ -18,7 +18,7 @@ import contextlib
 import functools
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -151,13 +151,15 @@ class StepProbe:
             yield self.x[i:i + self.batch_size], self.y[i:i + self.batch_size]
         self._record()
 
-    def first_overflow(self) -> tuple[int, str, float] | None:
-        """(step, site, share of that site's values that overflowed) of the first overflow
-        the monitor saw, or None."""
+    def first_overflow(self, keep: Callable[[str], bool] = lambda site: True
+                       ) -> tuple[int, str, int] | None:
+        """(step, site, values overflowed there in that step) of the first overflow the
+        monitor saw at a site ``keep`` accepts (the alphabetically first site if a step has
+        several), or None."""
         for step, events in enumerate(self.overflows):
-            if events:
-                site, (overflow, elements) = next(iter(events.items()))
-                return step, site, overflow / max(elements, 1)
+            kept = sorted(site for site in events if keep(site))
+            if kept:
+                return step, kept[0], events[kept[0]][0]
         return None
 
 

@@ -55,15 +55,13 @@ def fp32_statistics(config: CNNConfig = CNN_DEFAULT) -> ExperimentResult:
     scaled_config = config.with_(pixel_max=1)
     scaled, scaled_probe = train_cnn(SCALED, scaled_config, "mixed_float16",
                                      stats_dtype="float16")
-    forward = [(step, kept) for step, events in enumerate(probe.overflows)
-               if (kept := {s: v for s, v in events.items() if not is_backward(s)})]
-    first_step, first_events = forward[0] if forward else (None, {})
-    first_site = min(first_events, default=None)
+    first = probe.first_overflow(lambda site: not is_backward(site))
+    first_step, first_site, first_values = first if first is not None else (None, None, 0)
     dead = np.asarray(probe.dead)
     stem_dead = np.flatnonzero(dead[:, 0] == config.filters[0])
     extra: dict[str, Any] = {
         "first_overflow_step": first_step, "first_overflow_site": first_site,
-        "first_overflow_values": first_events[first_site][0] if first_site else 0,
+        "first_overflow_values": first_values,
         "first_dead_step": _first(np.flatnonzero(dead.sum(axis=1) > 0)),
         "all_dead_step": _first(stem_dead),
         "dead_channels": [int(n) for n in dead[-1]], "channels": list(config.filters),
