@@ -23,12 +23,13 @@ import numpy as np
 
 import fpsim
 import nn
-from nn.experiments import statistics, statistics_lm
 from nn.experiments.lm import LMConfig, LMRun, build_lm, data_for, train_lm
 from nn.experiments.result import LOSS_EFFECT, ExperimentResult
-from nn.experiments.statistics import fp32_statistics
+from nn.experiments.statistics import CNN_DEFAULT, fp32_statistics
+from nn.experiments.statistics import findings as statistics_findings
 from nn.experiments.statistics_lm import (  # noqa: F401  (their former home: re-exported)
     FP16_SQUARE_LIMIT,
+    findings_lm,
     forward_events,
     fp32_statistics_lm,
     largest_norm_deviation,
@@ -288,11 +289,11 @@ QUICK_STEPS = 40
 
 def default_config(name: str) -> Any:
     """The configuration experiment ``name`` runs with by default: ``DEFAULT`` (an LMConfig),
-    ``SGD_CONFIG`` for "underflow-sgd", the CNN's ``statistics.CNN_DEFAULT`` for
+    ``SGD_CONFIG`` for "underflow-sgd", the CNN's ``CNN_DEFAULT`` for
     "statistics"."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; known: {sorted(EXPERIMENTS)}")
-    return {"underflow-sgd": SGD_CONFIG, "statistics": statistics.CNN_DEFAULT}.get(name, DEFAULT)
+    return {"underflow-sgd": SGD_CONFIG, "statistics": CNN_DEFAULT}.get(name, DEFAULT)
 
 
 def warm_up(name: str) -> float:
@@ -321,9 +322,9 @@ def findings(result: ExperimentResult) -> list[str]:
         lines.append(f"pure float16: held-out loss {r.gap(r.runs[1].label, r.runs[0].label):+.3f}"
                      " vs fp32 masters")
     elif r.name == "statistics":
-        lines += statistics.findings(r)
+        lines += statistics_findings(r)
     elif r.name == "statistics-lm":
-        lines += statistics_lm.findings_lm(r)
+        lines += findings_lm(r)
     elif r.name == "accumulation":
         lines += [
             f"first batch, logits kernel gradient over {r.config.positions} positions in an "
