@@ -110,9 +110,10 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"digits only: epochs per run; None: {ex.EPOCHS} "
                              f"({ex.QUICK_EPOCHS} with --quick)")
     parser.add_argument("--steps", type=positive_int, default=None,
-                        help=f"language-model experiments: training steps per run; None: "
+                        help=f"the experiments (not digits): training steps per run; None: "
                              f"{ex.DEFAULT.steps} (underflow-sgd "
-                             f"{ex.default_config('underflow-sgd').steps}; {ex.QUICK_STEPS} "
+                             f"{ex.default_config('underflow-sgd').steps}, statistics "
+                             f"{ex.default_config('statistics').steps}; {ex.QUICK_STEPS} "
                              "with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
@@ -144,11 +145,13 @@ def compare_table(results: list[ex.RunResult]) -> str:
 
 
 def experiment_table(result: ex.ExperimentResult) -> str:
-    """A language-model experiment's printed table: one row per run; the held-out loss (nats
-    per character) and its gap to the first row, then what the rounding did."""
-    header = ("run", "test loss", "gap", "act. grads -> 0", "subnormal", "swamped",
-              "skipped", "final scale", "NaN at step", "time")
+    """An experiment's printed table: one row per run; the held-out accuracy (a classifier's
+    runs), the held-out loss (nats per character, or per image) and its gap to the first row,
+    then what the rounding did."""
+    header: tuple[str, ...] = ("run", "test loss", "gap", "act. grads -> 0", "subnormal",
+                               "swamped", "skipped", "final scale", "NaN at step", "time")
     first = result.runs[0].test_loss
+    accuracy = all(r.test_accuracy is not None for r in result.runs)  # a classifier's runs
 
     def loss(v: float) -> str:
         return "nan" if not math.isfinite(v) else f"{v:.3f}"
@@ -156,13 +159,18 @@ def experiment_table(result: ex.ExperimentResult) -> str:
     def share(r: ex.LMRun, v: float) -> str:
         return f"{v:.1%}" if r.telemetry else "-"  # "-": not counted in this experiment
 
-    return _table(header, [
+    rows: list[tuple[str, ...]] = [
         (r.label, loss(r.test_loss), "-" if i == 0 else (
             "nan" if not math.isfinite(r.test_loss) else f"{r.test_loss - first:+.4f}"),
          share(r, r.activation_underflow), share(r, r.activation_subnormal),
          f"{r.swamped_updates:,}", str(r.skipped_steps), _scale(r.final_loss_scale),
          "-" if r.nan_step is None else str(r.nan_step), f"{r.wall_time:.1f} s")
-        for i, r in enumerate(result.runs)])
+        for i, r in enumerate(result.runs)]
+    if accuracy:
+        header = (*header[:1], "test acc", *header[1:])
+        rows = [(row[0], f"{r.test_accuracy:.1%}", *row[1:])
+                for row, r in zip(rows, result.runs, strict=True)]
+    return _table(header, rows)
 
 
 def _compare_digits(args: argparse.Namespace, out: Path) -> None:
@@ -221,7 +229,7 @@ COMMANDS = [
     Command("train", "train an MLP on the digits data under a precision policy",
             add_train_arguments, train),
     Command("compare", "one mixed-precision experiment (a small transformer language model on "
-            "Python's docs, or the digits story): the same model trained a few ways; one "
-            "table and one PNG",
+            "Python's docs, a small CNN, or the digits story): the same model trained a few "
+            "ways; one table and one PNG",
             add_compare_arguments, compare),
 ]

@@ -208,6 +208,15 @@ def experiment_figure(result: Any, path: str | Path) -> Path:
         share = ax.get_title().split(": ", 1)[-1]
         ax.set_title("Adam's second moments v after one step (fp32 slots) against fp16's "
                      f"range\n(in fp16: {share})", fontsize="medium")
+    elif "squared_deviations" in result.extra:  # experiment 3: what the statistics hold
+        import fpsim.plot
+
+        ax = fpsim.plot.exponent_histogram(result.extra["squared_deviations"], "fp16",
+                                           ax=axes[1])
+        share = ax.get_title().split(": ", 1)[-1]
+        ax.set_title(f"{result.runs[0].label}, trained: (x - mean)^2 at the first "
+                     f"BatchNormalization's input\nagainst fp16's range (in fp16: {share})",
+                     fontsize="medium")
     elif exact is not None and exact.history.exponent_counts["activation"].any():
         ax = gradient_exponents(exact.history, "fp16", ax=axes[1])
         share = ax.get_title().split(": ", 1)[-1]

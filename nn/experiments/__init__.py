@@ -7,9 +7,12 @@ return the measured numbers (dataclasses; nothing is printed here).
 - ``lm``: the small transformer language model on Python's own documentation, and one
   measured run of it.
 - ``stories``: experiments 1-6 on that model (underflow from averaging, master weights,
-  fp32 statistics, fp32 accumulation, Adam's state in fp16, bf16 against fp16).
+  fp32 statistics, fp32 accumulation, Adam's state in fp16, bf16 against fp16); experiment 3
+  runs on ``cnn``'s small CNN fed raw 0-255 pixels (``statistics``), its language-model
+  version is ``statistics_lm``.
 """
 
+from nn.experiments.cnn import CNNConfig, build_cnn, train_cnn
 from nn.experiments.digits import (
     BATCH_SIZE,
     EPOCHS,
@@ -39,18 +42,19 @@ from nn.experiments.digits import (
     warm_up,
 )
 from nn.experiments.lm import LMConfig, LMRun, build_lm, train_lm
+from nn.experiments.result import ExperimentResult
 from nn.experiments.stories import (
     DEFAULT,
     EXPERIMENTS,
     QUICK_STEPS,
     TITLES,
-    ExperimentResult,
     adam_state,
     bf16_vs_fp16,
     default_config,
     findings,
     fp32_accumulation,
     fp32_statistics,
+    fp32_statistics_lm,
     master_weights,
     underflow_from_averaging,
     underflow_with_sgd,
@@ -64,13 +68,14 @@ EXPERIMENT_TITLES: dict[str, str] = {
 
 
 def experiment_names() -> list[str]:
-    """The names ``fpsim compare --experiment`` takes: the six experiments and "digits"."""
+    """The names ``fpsim compare --experiment`` takes: the experiments and "digits"."""
     return [*EXPERIMENTS, "digits"]
 
 
 __all__ = [
     "DEFAULT", "DEFAULT_EXPERIMENT", "EXPERIMENTS", "EXPERIMENT_TITLES", "QUICK_STEPS",
-    "ExperimentResult", "LMConfig", "LMRun", "adam_state", "bf16_vs_fp16", "build_lm",
+    "CNNConfig", "ExperimentResult", "LMConfig", "LMRun", "adam_state", "bf16_vs_fp16",
+    "build_cnn", "build_lm", "fp32_statistics_lm", "train_cnn",
     "default_config", "underflow_with_sgd",
     "experiment_names", "findings", "fp32_accumulation", "fp32_statistics", "master_weights",
     "train_lm", "underflow_from_averaging", "warm_up_experiment",

@@ -146,6 +146,7 @@ class LMRun:
     wall_time: float
     history: History = field(repr=False)
     telemetry: bool = True  # False: the gradient shares were not counted (they read 0)
+    test_accuracy: float | None = None  # held-out accuracy, for a classifier (nn.experiments.cnn)
 
     def summary(self) -> dict[str, Any]:
         """The plain numbers (no history)."""

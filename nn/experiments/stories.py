@@ -1,12 +1,14 @@
 """Experiments 1-6: each technique of mixed precision shown to matter on the small transformer
-language model (``nn.experiments.lm``), with no loss multiplier. Each function trains the
+language model (``nn.experiments.lm``), or for experiment 3 a small CNN
+(``nn.experiments.statistics``), with no loss multiplier. Each function trains the
 same model (same weights, same batches) a few ways and returns a result whose ``runs`` are the
 rows of ``fpsim compare --experiment NAME`` and whose properties are the numbers the tests
 assert. ``knob`` says which real setting produced the effect at this size.
 
 1. ``underflow_from_averaging``: unscaled mixed_float16 vs float32 vs dynamic loss scaling.
 2. ``master_weights``: pure float16 weights vs fp32 master weights (swamped updates).
-3. ``fp32_statistics``: attention softmax and LayerNorm statistics in fp16 vs fp32.
+3. ``fp32_statistics``: BatchNormalization statistics in fp16 vs fp32 on a CNN fed raw
+   pixels (``fp32_statistics_lm``: attention softmax and LayerNorm statistics on the LM).
 4. ``fp32_accumulation``: the logits layer's products added in fp16 vs fp32.
 5. ``adam_state``: Adam with fp16 slots (epsilon 1e-8 is 0, v underflows) vs fp32 slots.
 6. ``bf16_vs_fp16``: mixed_bfloat16 without scaling vs mixed_float16 with it.
@@ -14,9 +16,7 @@ assert. ``knob`` says which real setting produced the effect at this size.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,44 +24,19 @@ import numpy as np
 import fpsim
 import nn
 from nn.experiments.lm import LMConfig, LMRun, build_lm, data_for, train_lm
+from nn.experiments.result import LOSS_EFFECT, ExperimentResult
+from nn.experiments.statistics import CNN_DEFAULT, fp32_statistics
+from nn.experiments.statistics import findings as statistics_findings
+from nn.experiments.statistics_lm import (  # noqa: F401  (their former home: re-exported)
+    FP16_SQUARE_LIMIT,
+    findings_lm,
+    forward_events,
+    fp32_statistics_lm,
+    largest_norm_deviation,
+    norm_inputs,
+)
 
 DEFAULT = LMConfig()
-LOSS_EFFECT = 0.01  # nats per character: a smaller held-out gap is "not shown at this size"
-
-
-@dataclass
-class ExperimentResult:
-    """An experiment's runs (in table order) and what it measured beyond them."""
-
-    name: str
-    title: str
-    config: LMConfig
-    knob: str
-    runs: list[LMRun]
-    extra: dict[str, Any] = field(default_factory=dict)
-    # (run showing the technique's absence, its reference): the pair the loss gap compares
-    contrast: tuple[str, str] | None = None
-
-    @property
-    def loss_effect_shown(self) -> bool:
-        """True when the held-out loss shows the effect: the contrast run's loss is not
-        finite, or differs from its reference's by at least ``LOSS_EFFECT`` nats/char."""
-        label, reference = self.contrast or (self.runs[-1].label, self.runs[0].label)
-        gap = self.gap(label, reference)
-        return not math.isfinite(gap) or abs(gap) >= LOSS_EFFECT
-
-    def run(self, label: str) -> LMRun:
-        """The run labelled ``label``."""
-        for r in self.runs:
-            if r.label == label:
-                return r
-        raise KeyError(f"{self.name} has runs {[r.label for r in self.runs]}, not {label!r}")
-
-    def gap(self, label: str, reference: str = "float32") -> float:
-        """Held-out loss of ``label`` minus that of ``reference`` (nats per character)."""
-        return self.run(label).test_loss - self.run(reference).test_loss
-
-
 def _opt(config: LMConfig, **kwargs: Any) -> Any:
     return config.make_optimizer(**kwargs)
 
@@ -133,87 +108,6 @@ def _updates(config: LMConfig, run: LMRun) -> int:
 def _parameter_count(config: LMConfig) -> int:
     model = build_lm(config, "float32")
     return sum(v.size for v in model.trainable_variables)
-
-
-# --- 3 ---------------------------------------------------------------------------------------
-FP16_SQUARE_LIMIT = 256.0  # |x - mean| above this squares past fp16's max (65504): var is inf
-
-
-def fp32_statistics(config: LMConfig = DEFAULT) -> ExperimentResult:
-    """Attention softmax and LayerNorm statistics in fp32 (mixed_float16: Keras's rule)
-    against the same layers given ``statistics_dtype="float16"`` (softmax, mean, variance and
-    the normalization in fp16; the weights stay fp32 masters, so the statistics' format is the
-    only difference), both loss-scaled. ``extra``: the fp16-statistics model's forward pass
-    on held-out text (``forward_events``: overflow share and first overflowing site), the
-    steps each run skipped for non-finite gradients, the first step skipped by the fp16 run
-    only (``first_fp16_only_skip``), and the headroom: the largest ``|x - mean|`` at any
-    LayerNorm input (``largest_deviation``; fp16's variance overflows above 256)."""
-    fp16_model = build_lm(config, "mixed_float16", stats_dtype="float16")
-    runs = [
-        train_lm("fp32 statistics", config, "mixed_float16", _opt(config),
-                 loss_scale="dynamic"),
-        train_lm("fp16 statistics", config, "mixed_float16", _opt(config),
-                 loss_scale="dynamic", model=fp16_model),
-    ]
-    skipped = [[i for i, s in enumerate(r.history.step_skipped) if s] for r in runs]
-    only = sorted(set(skipped[1]) - set(skipped[0]))
-    extra = {**forward_events(fp16_model, config), "skipped_fp32": skipped[0],
-             "skipped_fp16": skipped[1], "first_fp16_only_skip": only[0] if only else None,
-             "largest_deviation": largest_norm_deviation(fp16_model, config)}
-    return ExperimentResult(
-        "statistics", "fp32 vs fp16 softmax and LayerNorm statistics", config,
-        f"none found at this size: the largest |x - mean| at a LayerNorm input is "
-        f"{extra['largest_deviation']:.3g} (fp16's variance overflows above "
-        f"{FP16_SQUARE_LIMIT:g})", runs, extra, ("fp16 statistics", "fp32 statistics"))
-
-
-def largest_norm_deviation(model: Any, config: LMConfig) -> float:
-    """The largest ``|x - mean(x)|`` (over the features) at the input of any LayerNormalization
-    of ``model`` in a forward pass on the first held-out batch: how far the statistics are
-    from squaring past fp16's max."""
-    _, (x_test, _) = data_for(config)
-    with nn.no_grad(), np.errstate(all="ignore"):
-        inputs, _ = norm_inputs(model, x_test[:config.batch_size])
-    return max((float(np.max(np.abs(v - v.mean(-1, keepdims=True)))) for v in inputs),
-               default=0.0)
-
-
-def norm_inputs(model: Any, x: np.ndarray) -> tuple[list[np.ndarray], Any]:
-    """(the input of every LayerNormalization in the blocks, as float64 arrays; the last
-    block's output): the embedding and blocks of ``build_lm``'s model replayed step by step
-    as ``TransformerBlock`` composes them (post-norm or pre-norm)."""
-    seen: list[np.ndarray] = []
-
-    def keep(t: Any) -> Any:
-        seen.append(t.data.astype(np.float64))
-        return t
-
-    h = model.layers[0](x)
-    for block in model.layers[1:-1]:
-        causal = block.causal
-        if block.normalize_first:
-            a = block.ln1(keep(h))
-            h = h + block.attention(a, a, use_causal_mask=causal)
-            h = h + block.ff2(block.ff1(block.ln2(keep(h))))
-        else:
-            h = block.ln1(keep(h + block.attention(h, h, use_causal_mask=causal)))
-            h = block.ln2(keep(h + block.ff2(block.ff1(h))))
-    return seen, h
-
-
-def forward_events(model: Any, config: LMConfig) -> dict[str, Any]:
-    """One forward pass of the trained ``model`` on the first held-out batch under
-    ``fpsim.monitor``: the share of rounded values that overflowed and that underflowed, and
-    the first site (in rounding order) where a value overflowed (None if none did)."""
-    _, (x_test, _) = data_for(config)
-    with fpsim.monitor() as m, nn.no_grad(), np.errstate(all="ignore"):
-        model(x_test[:config.batch_size], training=False)
-    total = sum(c["elements"] for c in m.counts.values())
-    overflow = sum(c.get("overflow", 0) for c in m.counts.values())
-    underflow = sum(c.get("underflow", 0) for c in m.counts.values())
-    first = next((site for site, c in m.counts.items() if c.get("overflow", 0)), None)
-    return {"forward_overflow": overflow / max(total, 1),
-            "forward_underflow": underflow / max(total, 1), "first_overflow_site": first}
 
 
 # --- 4 ----------------------------------------------------------------------------------------
@@ -372,6 +266,7 @@ EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
     "underflow-sgd": underflow_with_sgd,
     "master-weights": master_weights,
     "statistics": fp32_statistics,
+    "statistics-lm": fp32_statistics_lm,
     "accumulation": fp32_accumulation,
     "adam-state": adam_state,
     "bf16": bf16_vs_fp16,
@@ -382,7 +277,8 @@ TITLES: dict[str, str] = {
                  "loss scaling)",
     "underflow-sgd": "underflow from averaging, trained with SGD + momentum (300 steps)",
     "master-weights": "fp32 master weights vs pure float16 weights (swamped updates)",
-    "statistics": "attention softmax and LayerNorm statistics in fp32 vs fp16",
+    "statistics": "BatchNormalization statistics in fp32 vs fp16 (a CNN fed 0-255 pixels)",
+    "statistics-lm": "attention softmax and LayerNorm statistics in fp32 vs fp16 (the LM)",
     "accumulation": "fp32 vs fp16 accumulation in the logits layer's matmuls",
     "adam-state": "Adam with fp16 slots (epsilon 1e-8 -> 0, v underflows) vs fp32 slots",
     "bf16": "mixed_bfloat16 (no scaling) vs mixed_float16 (dynamic scaling): the price in "
@@ -391,12 +287,13 @@ TITLES: dict[str, str] = {
 QUICK_STEPS = 40
 
 
-def default_config(name: str) -> LMConfig:
-    """The configuration experiment ``name`` runs with by default (``DEFAULT``, or
-    ``SGD_CONFIG`` for "underflow-sgd")."""
+def default_config(name: str) -> Any:
+    """The configuration experiment ``name`` runs with by default: ``DEFAULT`` (an LMConfig),
+    ``SGD_CONFIG`` for "underflow-sgd", the CNN's ``CNN_DEFAULT`` for
+    "statistics"."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; known: {sorted(EXPERIMENTS)}")
-    return SGD_CONFIG if name == "underflow-sgd" else DEFAULT
+    return {"underflow-sgd": SGD_CONFIG, "statistics": CNN_DEFAULT}.get(name, DEFAULT)
 
 
 def warm_up(name: str) -> float:
@@ -425,21 +322,9 @@ def findings(result: ExperimentResult) -> list[str]:
         lines.append(f"pure float16: held-out loss {r.gap(r.runs[1].label, r.runs[0].label):+.3f}"
                      " vs fp32 masters")
     elif r.name == "statistics":
-        bad = r.runs[1]
-        where = "no step" if bad.nan_step is None else f"step {bad.nan_step}"
-        lines += [
-            f"fp16 statistics: first non-finite loss at {where}; held-out loss "
-            f"{r.gap(bad.label, r.runs[0].label):+.3f} vs fp32 statistics",
-            f"its forward pass on held-out text: {r.extra['forward_overflow']:.2%} of rounded "
-            "values overflowed" + (f" (first at {site})" if (site := r.extra[
-                'first_overflow_site']) else "") + f", {r.extra['forward_underflow']:.3%} "
-            "underflowed",
-            f"steps skipped for non-finite gradients: {len(r.extra['skipped_fp32'])} with fp32 "
-            f"statistics, {len(r.extra['skipped_fp16'])} with fp16"
-            + ("" if (step := r.extra["first_fp16_only_skip"]) is None
-               else f" (the first that fp32 did not skip: step {step})"),
-            f"largest |x - mean| at a LayerNorm input: {r.extra['largest_deviation']:.3g}; "
-            f"fp16's variance overflows only above {FP16_SQUARE_LIMIT:g}"]
+        lines += statistics_findings(r)
+    elif r.name == "statistics-lm":
+        lines += findings_lm(r)
     elif r.name == "accumulation":
         lines += [
             f"first batch, logits kernel gradient over {r.config.positions} positions in an "

@@ -5,9 +5,12 @@ Precision: the statistics and the normalization run in the layer's *variable* fo
 under "float32" and every mixed policy (Keras's rule: normalization is computed in fp32 under
 mixed precision), FP16 under the pure "float16" policy or a per-layer ``dtype="float16"``, so
 the overflow of fp16 statistics can be shown (nn.functions.norm); the output is rounded once
-more, to the compute format. ``LayerNormalization(statistics_dtype="float16")`` puts only the
-statistics and the normalization in that format and keeps the layer's variables (gamma, beta)
-in the policy's variable format, so an experiment can change the statistics' format alone.
+more, to the compute format. ``statistics_dtype="float16"`` (LayerNormalization and
+BatchNormalization) puts only the statistics and the normalization in that format and keeps the
+layer's variables (gamma, beta, the moving statistics) in the policy's variable format, so an
+experiment can change the statistics' format alone; BatchNormalization's moving statistics are
+then updated from the fp16 batch statistics (an infinite batch variance makes the moving
+variance infinite, as it would in a framework whose statistics overflowed).
 Keras 3's BatchNormalization always opts out to fp32; nn keeps
 the fp16 path for the pure fp16 policy on purpose, to demonstrate the failure.
 
@@ -88,8 +91,10 @@ class _Normalization(Layer):
             self.beta = self.add_weight("beta", shape, self.beta_initializer)
 
     def get_config(self) -> dict[str, Any]:
+        extra = {} if self.statistics_dtype is None else {"statistics_dtype":
+                                                          self.statistics_dtype}
         return {**super().get_config(), "epsilon": self.epsilon, "center": self.center,
-                "scale": self.scale}
+                "scale": self.scale, **extra}
 
 
 @register
@@ -102,9 +107,11 @@ class BatchNormalization(_Normalization):
                  beta_initializer: Any = "zeros", gamma_initializer: Any = "ones",
                  moving_mean_initializer: Any = "zeros",
                  moving_variance_initializer: Any = "ones",
-                 dtype: Policy | str | None = None, name: str | None = None) -> None:
+                 dtype: Policy | str | None = None, name: str | None = None,
+                 statistics_dtype: str | None = None) -> None:
         super().__init__(epsilon, center, scale, beta_initializer, gamma_initializer, dtype,
                          name)
+        self.set_statistics_dtype(statistics_dtype)
         if axis != -1:
             raise ValueError(f"BatchNormalization: axis={axis!r} is not supported; nn normalizes "
                              "the channels-last axis, axis=-1")
@@ -204,9 +211,7 @@ class LayerNormalization(_Normalization):
 
     def get_config(self) -> dict[str, Any]:
         axis: Any = self.axis[0] if len(self.axis) == 1 else list(self.axis)
-        extra = {} if self.statistics_dtype is None else {"statistics_dtype":
-                                                          self.statistics_dtype}
-        return {**super().get_config(), "axis": axis, **extra}
+        return {**super().get_config(), "axis": axis}
 
 
 @register

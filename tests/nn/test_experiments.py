@@ -98,8 +98,8 @@ def test_mixed_bfloat16_needs_no_scale_and_nothing_underflows():
     assert ex.findings(result)[-1].startswith("not shown in the loss at this size")
 
 
-def test_fp16_statistics_run_and_report_their_first_nonfinite_step_or_none():
-    result = ex.fp32_statistics(CI)
+def test_lm_fp16_statistics_run_and_report_their_first_nonfinite_step_or_none():
+    result = ex.fp32_statistics_lm(CI)
     assert result.runs[0].nan_step is None
     assert ex.findings(result)[0].startswith("fp16 statistics: first non-finite loss at")
     # only the statistics' format differs: the fp16-statistics model keeps fp32 masters
@@ -109,16 +109,16 @@ def test_fp16_statistics_run_and_report_their_first_nonfinite_step_or_none():
     assert block.ln1.stats_format.name == "float16" and block.attention.statistics_dtype
 
 
-def test_statistics_headroom_is_the_largest_deviation_a_layer_norm_sees():
-    result = ex.fp32_statistics(CI.with_(steps=2))
+def test_lm_statistics_headroom_is_the_largest_deviation_a_layer_norm_sees():
+    result = ex.fp32_statistics_lm(CI.with_(steps=2))
     deviation = result.extra["largest_deviation"]
     # at this size the deviations stay far below fp16's limit, and the knob says so
-    assert 0.1 < deviation < ex.stories.FP16_SQUARE_LIMIT
+    assert 0.1 < deviation < ex.statistics_lm.FP16_SQUARE_LIMIT
     assert f"{deviation:.3g}" in result.knob and "none found at this size" in result.knob
     assert result.extra["first_fp16_only_skip"] is None or result.extra["skipped_fp16"]
 
 
-def test_the_statistics_headroom_replays_the_blocks_exactly():
+def test_the_lm_statistics_headroom_replays_the_blocks_exactly():
     # oracle: the replayed forward pass ends bit for bit where the model's own blocks do, for
     # post-norm and pre-norm blocks, and the deviation is the largest over the replay's inputs
     import nn
@@ -126,14 +126,14 @@ def test_the_statistics_headroom_replays_the_blocks_exactly():
         model = ex.build_lm(config, "mixed_float16")
         x = ex.lm.data_for(config)[1][0][:config.batch_size]
         with nn.no_grad():
-            inputs, replayed = ex.stories.norm_inputs(model, x)
+            inputs, replayed = ex.statistics_lm.norm_inputs(model, x)
             h = model.layers[0](x)
             for block in model.layers[1:-1]:
                 h = block(h)
         assert len(inputs) == 2 * config.blocks
         np.testing.assert_array_equal(replayed.data, h.data)
         largest = max(np.abs(v - v.mean(-1, keepdims=True)).max() for v in inputs)
-        assert ex.stories.largest_norm_deviation(model, config) == largest
+        assert ex.statistics_lm.largest_norm_deviation(model, config) == largest
 
 
 @pytest.mark.parametrize("name", sorted(ex.EXPERIMENTS))
@@ -192,8 +192,8 @@ def test_full_size_with_sgd_unscaled_fp16_trains_worse_and_scaling_recovers():
 
 @pytest.mark.slow
 @full_size
-def test_full_size_fp16_statistics_stay_far_from_overflow_and_the_result_says_so():
-    result = ex.fp32_statistics()
-    assert result.extra["largest_deviation"] < ex.stories.FP16_SQUARE_LIMIT / 10
+def test_full_size_lm_fp16_statistics_stay_far_from_overflow_and_the_result_says_so():
+    result = ex.fp32_statistics_lm()
+    assert result.extra["largest_deviation"] < ex.statistics_lm.FP16_SQUARE_LIMIT / 10
     assert result.extra["first_overflow_site"] is None and result.runs[1].nan_step is None
     assert not result.loss_effect_shown and "none found at this size" in result.knob

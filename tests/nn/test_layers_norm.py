@@ -151,3 +151,74 @@ def test_wrong_channel_count_raises_naming_the_layer_and_both_shapes():
     bn(np.zeros((2, 3), np.float32))
     with pytest.raises(ValueError, match=r"'bn'.*\(batch, \.\.\., 3\).*\(2, 4\)"):
         bn(np.zeros((2, 4), np.float32))
+
+
+# --- BatchNormalization(statistics_dtype=...): only the statistics' format changes -------------
+def _two_channels(big: float) -> np.ndarray:
+    """(16, 3, 3, 2) fp16-exact activations: channel 0 deviates from its mean by up to about
+    ``big``, channel 1 by a few units."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((16, 3, 3, 2)) * [big / 3, 2.0] + [40.0, 1.0]
+    return x.astype(np.float16).astype(np.float32)
+
+
+def _float64_batch_norm(x: np.ndarray, epsilon: float = 1e-3) -> np.ndarray:
+    x = x.astype(np.float64)
+    return (x - x.mean(axis=(0, 1, 2))) / np.sqrt(x.var(axis=(0, 1, 2)) + epsilon)
+
+
+def test_batch_norm_fp16_statistics_match_the_float64_formula_to_fp16_precision():
+    x = _two_channels(big=20.0)  # deviations well below 256: nothing overflows
+    with nn.policy_scope("mixed_float16"):
+        bn = layers.BatchNormalization(statistics_dtype="float16")
+        y = bn(x, training=True)
+    assert bn.stats_format.name == "float16"
+    assert all(w.fmt.name == "float32" for w in bn.weights)  # variables stay fp32
+    # mean, variance, 1/sqrt and the products each rounded to fp16 (11 bits): a few ulps
+    np.testing.assert_allclose(y.data, _float64_batch_norm(x), rtol=2**-8, atol=2**-8)
+    assert np.all(np.isfinite(bn.moving_variance.data))
+
+
+def test_batch_norm_fp16_statistics_kill_a_channel_whose_deviation_squares_past_65504():
+    x = _two_channels(big=900.0)
+    d = np.abs(x[..., 0] - x[..., 0].astype(np.float64).mean())
+    assert d.max() > 256  # its square passes fp16's max, 65504
+    fp16_grads, outputs = [], {}
+    for stats in (None, "float16"):
+        with nn.policy_scope("mixed_float16"):
+            bn = layers.BatchNormalization(statistics_dtype=stats)
+            xt = nn.Tensor(x, requires_grad=True)
+            y = bn(xt, training=True)
+            (y * y).sum().backward()  # any loss that depends on every output
+        outputs[stats] = (y.data, bn.moving_variance.data.copy(), xt.grad)
+        if stats:
+            fp16_grads.append(xt.grad)
+    ref = _float64_batch_norm(x)
+    y32, mv32, g32 = outputs[None]
+    np.testing.assert_allclose(y32, ref, rtol=2**-10, atol=2**-10)  # fp32 statistics: fine
+    assert np.all(np.isfinite(mv32)) and np.any(g32[..., 0] != 0)
+    y16, mv16, g16 = outputs["float16"]
+    assert np.all(y16[..., 0] == 0)  # var = inf: the channel collapsed to beta
+    np.testing.assert_array_equal(g16[..., 0], 0)  # and passes no gradient back
+    assert np.isinf(mv16[0]) and np.isfinite(mv16[1])  # its moving variance is inf for good
+    np.testing.assert_allclose(y16[..., 1], ref[..., 1], rtol=2**-8, atol=2**-8)
+
+
+def test_batch_norm_fp16_statistics_equal_a_float16_layer_bit_for_bit():
+    x = _two_channels(big=20.0)
+    with nn.policy_scope("mixed_float16"):
+        y = layers.BatchNormalization(statistics_dtype="float16")(x, training=True)
+    y16 = layers.BatchNormalization(dtype="float16")(x, training=True)
+    np.testing.assert_array_equal(y.data, y16.data)
+
+
+def test_batch_norm_statistics_dtype_is_in_its_config_and_round_trips():
+    config = layers.BatchNormalization(statistics_dtype="float16").get_config()
+    assert config["statistics_dtype"] == "float16"
+    assert layers.BatchNormalization.from_config(config).statistics_dtype == "float16"
+    assert "statistics_dtype" not in layers.BatchNormalization().get_config()
+
+
+def test_batch_norm_bad_statistics_dtype_raises_naming_the_argument_and_value():
+    with pytest.raises(ValueError, match="BatchNormalization: statistics_dtype.*float17"):
+        layers.BatchNormalization(statistics_dtype="float17")
