@@ -3,7 +3,10 @@ and a training step gives bit-identical results with and without them."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -123,3 +126,20 @@ def test_training_steps_are_bit_identical_with_and_without_recycled_arrays(polic
     assert results[0][0] == results[1][0]
     for a, b in zip(results[0][1], results[1][1], strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def _bench_train():
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_train.py"
+    spec = importlib.util.spec_from_file_location("bench_train_for_buffers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts glibc's page faults")
+def test_a_warm_mixed_float16_mlp_step_touches_almost_no_fresh_pages():
+    # before nn._buffers: about 350 faults a step here (its arrays' pages, every step)
+    bench_train = _bench_train()
+    steps = bench_train.make_steps([64, 256, 256, 10], batch=256)
+    counts = bench_train.page_faults({"mixed": steps["nn mixed_float16"]}, repeats=10)
+    assert counts is not None and counts["mixed"] < 32
