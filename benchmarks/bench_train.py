@@ -180,7 +180,7 @@ def main() -> None:
             a, b, c = (stat(times[k]) for k in VARIANTS)
             print(f"| {model:<16} | {batch:>5} | {label:<6} | {a * 1e3:>12.2f} | {b * 1e3:>9.2f} | "
                   f"{c * 1e3:>13.2f} | {b / a:>14.2f} | {c / b:>13.2f} |")
-        counts = page_faults(steps, 10)
+        counts = page_faults(steps, min(10, args.repeats or repeats))
         if counts is not None:
             faults.append(f"{model} batch {batch}: " + ", ".join(
                 f"{k} {counts[k]:.0f}" for k in VARIANTS))
