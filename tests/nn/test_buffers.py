@@ -3,6 +3,7 @@ and a training step gives bit-identical results with and without them."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 import threading
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fpsim
 import nn
 from nn import _buffers
 from nn.functions import linalg
@@ -100,32 +102,37 @@ def test_matmul_into_a_recycled_array_equals_numpy_matmul(n, k, m, transpose_a, 
     np.testing.assert_array_equal(linalg._matmul(a, b), np.matmul(a, b))
 
 
+@pytest.mark.parametrize("monitored", [False, True])
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
-def test_training_steps_are_bit_identical_with_and_without_recycled_arrays(policy):
+def test_training_steps_are_bit_identical_with_and_without_recycled_arrays(policy, monitored):
     rng = np.random.default_rng(0)
-    x = rng.random((256, 32), dtype=np.float32)
-    y = rng.integers(0, 10, 256)
+    x = rng.random((128, 32), dtype=np.float32)  # activations of 64 KiB: recycled
+    y = rng.integers(0, 10, 128)
     results = []
     for enabled in (True, False):
         _buffers.ENABLED = enabled
         with nn.policy_scope(policy):
-            model = nn.Sequential([nn.Dense(128, activation="relu", seed=1),
-                                   nn.Dense(128, activation="relu", seed=2),
-                                   nn.Dense(10, seed=3)])
+            model = nn.Sequential([nn.Dense(128, activation="relu", seed=1, name="d1"),
+                                   nn.Dense(128, activation="relu", seed=2, name="d2"),
+                                   nn.Dense(10, seed=3, name="d3")])
         loss_fn = nn.losses.SparseCategoricalCrossentropy(from_logits=True)
         losses = []
-        for _ in range(3):
-            for v in model.trainable_variables:
-                v.zero_grad()
-            loss = loss_fn(y, model(x, training=True))
-            loss.backward()
-            for v in model.trainable_variables:
-                v.data -= np.float32(0.01) * v.grad.data
-            losses.append(loss.item())
-        results.append((losses, [v.numpy() for v in model.trainable_variables]))
+        with fpsim.monitor() if monitored else contextlib.nullcontext() as m:
+            for _ in range(3):
+                for v in model.trainable_variables:
+                    v.zero_grad()
+                loss = loss_fn(y, model(x, training=True))
+                loss.backward()
+                for v in model.trainable_variables:
+                    v.data -= np.float32(0.01) * v.grad.data
+                losses.append(loss.item())
+        counts = m.counts if monitored else None
+        results.append((losses, [v.numpy() for v in model.trainable_variables], counts))
     assert results[0][0] == results[1][0]
     for a, b in zip(results[0][1], results[1][1], strict=True):
         np.testing.assert_array_equal(a, b)
+    assert results[0][2] == results[1][2]  # the same events at the same sites
+    assert not monitored or policy == "float32" or results[0][2]
 
 
 def _bench_train():
