@@ -33,10 +33,12 @@ _NO_BIAS = np.zeros(1, dtype=np.float32)
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.matmul(a, b)``; a float32 matrix product writes into a recycled array
-    (``nn._buffers``: a step's large arrays then cost no fresh pages)."""
-    if a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype == np.float32:
-        return np.matmul(a, b, out=_buffers.empty((a.shape[0], b.shape[1])))
+    """``np.matmul(a, b)``; a float32 product writes into a recycled array (``nn._buffers``:
+    a step's large arrays then cost no fresh pages)."""
+    if a.dtype == b.dtype == np.float32 and a.ndim >= 2 and b.ndim >= 2:
+        lead = a.shape[:-2] if a.ndim == b.ndim == 2 else np.broadcast_shapes(a.shape[:-2],
+                                                                              b.shape[:-2])
+        return np.matmul(a, b, out=_buffers.empty((*lead, a.shape[-2], b.shape[-1])))
     return np.matmul(a, b)
 
 

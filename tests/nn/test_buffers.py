@@ -90,16 +90,29 @@ def test_each_thread_has_its_own_pool():
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 300), st.integers(1, 300), st.integers(1, 70), st.booleans(),
-       st.booleans())
-def test_matmul_into_a_recycled_array_equals_numpy_matmul(n, k, m, transpose_a, transpose_b):
+       st.booleans(), st.sampled_from([(), (3,), (2, 1)]), st.sampled_from([(), (1,), (2, 3)]))
+def test_matmul_into_a_recycled_array_equals_numpy_matmul(n, k, m, transpose_a, transpose_b,
+                                                           lead_a, lead_b):
     rng = np.random.default_rng(n * 1000 + k * 10 + m)
-    a = rng.standard_normal((k, n) if transpose_a else (n, k), dtype=np.float32)
-    b = rng.standard_normal((m, k) if transpose_b else (k, m), dtype=np.float32)
-    a, b = (a.T if transpose_a else a), (b.T if transpose_b else b)
-    junk = _buffers.empty((n, m))
-    junk[...] = np.nan  # a recycled array holds old values: every one must be overwritten
-    del junk
-    np.testing.assert_array_equal(linalg._matmul(a, b), np.matmul(a, b))
+    a = rng.standard_normal((*lead_a, k, n) if transpose_a else (*lead_a, n, k),
+                            dtype=np.float32)
+    b = rng.standard_normal((*lead_b, m, k) if transpose_b else (*lead_b, k, m),
+                            dtype=np.float32)
+    a = np.swapaxes(a, -1, -2) if transpose_a else a
+    b = np.swapaxes(b, -1, -2) if transpose_b else b
+    want = np.matmul(a, b)
+    min_bytes, _buffers.MIN_BYTES = _buffers.MIN_BYTES, 0  # every size recycled
+    try:
+        junk = _buffers.empty(want.shape)
+        junk[...] = np.nan  # a recycled array holds old values: each must be overwritten
+        address = junk.ctypes.data
+        del junk
+        got = linalg._matmul(a, b)
+    finally:
+        _buffers.MIN_BYTES = min_bytes
+    assert got.ctypes.data == address  # (the recycled array)
+    assert got.shape == want.shape and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("monitored", [False, True])
