@@ -5,7 +5,7 @@ compute-format copies of the weights, matmul outputs, gradients) and frees them 
 end. glibc's malloc hands the freed top of the heap back to the kernel ("trimming", above a
 threshold it sets from the sizes it has seen) and maps large arrays afresh, so the next step
 page-faults every new page again: measured on the 64-256-256-10 MLP at batch 256, the
-mixed_float16 step took about 350 page faults (a third of its extra time over float32), the
+mixed_float16 step took about 350 page faults (over half its extra time over float32), the
 float32 step none, and which variant paid at batch 2048 changed from run to run.
 
 ``empty(shape)`` instead hands out an array the pool made earlier, once nothing but the pool
@@ -13,8 +13,9 @@ refers to it any more (``sys.getrefcount``): every Tensor, graph node, view (a v
 base) and Python variable counts, so an array still visible anywhere is never written, and
 results are the same as with ``np.empty``. The pool is per thread (a thread never takes an
 array another thread may be filling), keeps at most ``MAX_PER_SHAPE`` arrays of one shape and
-``MAX_BYTES`` in all (beyond that, plain ``np.empty``; arrays nobody uses are then dropped to
-make room), and ignores arrays below ``MIN_BYTES``, which malloc's free lists serve well.
+``MAX_BYTES`` in all (beyond that, plain ``np.empty``; every ``DROP_EVERY``-th such request
+drops the arrays nobody uses, to make room), and ignores arrays below ``MIN_BYTES``, which
+malloc's free lists serve well.
 Memory the pool holds is the working set of the largest step seen, as PyTorch's caching
 allocator keeps its blocks; ``clear()`` lets it go.
 """
@@ -30,6 +31,7 @@ ENABLED = True  # False: every call is np.empty (the tests compare both)
 MIN_BYTES = 1 << 16  # smaller arrays come from malloc's free lists without page faults
 MAX_PER_SHAPE = 16  # a step of a small MLP holds up to about ten arrays of one shape at once
 MAX_BYTES = 64 << 20  # the most one thread's pool keeps
+DROP_EVERY = 8  # with the pool full, look for unused arrays to drop at every 8th request
 
 Key = tuple[tuple[int, ...], np.dtype]
 
@@ -38,6 +40,7 @@ class _Pool(threading.local):
     def __init__(self) -> None:
         self.arrays: dict[Key, list[np.ndarray]] = {}
         self.nbytes = 0
+        self.over_budget = 0  # requests that found the pool full since the last drop
 
 
 _pool = _Pool()
@@ -89,8 +92,11 @@ def empty(shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> np.nda
     if nbytes > MAX_BYTES:
         return out
     if _pool.nbytes + nbytes > MAX_BYTES:
-        _drop_unused()
-        arrays = _pool.arrays.get(key)
+        _pool.over_budget += 1
+        if _pool.over_budget >= DROP_EVERY:  # (a scan of every pooled array: not every call)
+            _pool.over_budget = 0
+            _drop_unused()
+            arrays = _pool.arrays.get(key)
     if _pool.nbytes + nbytes <= MAX_BYTES and (arrays is None or len(arrays) < MAX_PER_SHAPE):
         _pool.arrays.setdefault(key, []).append(out)
         _pool.nbytes += nbytes

@@ -63,11 +63,14 @@ def test_small_arrays_and_a_disabled_pool_are_not_pooled():
 
 def test_the_pool_keeps_at_most_max_bytes_and_drops_unused_arrays_to_make_room(monkeypatch):
     monkeypatch.setattr(_buffers, "MAX_BYTES", 3 * 64 * 512 * 4)
-    held = [_buffers.empty(SHAPE) for _ in range(4)]  # the fourth is not pooled
+    monkeypatch.setattr(_buffers, "DROP_EVERY", 3)
+    held = [_buffers.empty(SHAPE) for _ in range(4)]  # the fourth is over budget: not pooled
     assert _buffers.pooled_bytes() == 3 * held[0].nbytes
     del held
-    other = _buffers.empty((128, 512))  # 256 KiB: unused arrays make room for it
-    assert _buffers.pooled_bytes() == other.nbytes
+    first = _buffers.empty((128, 512))  # 256 KiB: over budget a second time, not pooled
+    assert _buffers.pooled_bytes() == 3 * 64 * 512 * 4
+    other = _buffers.empty((128, 512))  # the third time: unused arrays make room for it
+    assert _buffers.pooled_bytes() == other.nbytes and first is not other
 
 
 def test_each_thread_has_its_own_pool():
