@@ -26,7 +26,7 @@ from nn.functions.activations import relu_grad
 from nn.functions.reductions import sum as reduce_sum
 from nn.functions.shape import transpose
 from nn.policy import carrier_dtype
-from nn.rounding import round_array, round_params, use_kernel
+from nn.rounding import kernel_params, round_array
 from nn.tensor import Tensor
 
 _NO_BIAS = np.zeros(1, dtype=np.float32)
@@ -94,9 +94,9 @@ class Linear(Function):
         if z.dtype == np.float32 and z.ndim == 2 and z.size > 0:
             # float32 needs no rounding: the kernel then only fuses bias + relu
             exact = ctx.fmt is FP32 or ctx.fmt == FP32
-            if (exact and rounding.KERNELS_ENABLED) or use_kernel(ctx.fmt):
+            p = None if exact else kernel_params(ctx.fmt)
+            if (exact and rounding.KERNELS_ENABLED) or p is not None:
                 bias = b if b is not None else _NO_BIAS
-                p = None if exact or ctx.fmt is None else round_params(ctx.fmt)
                 _kernels.bias_act_round(z, bias, b is not None, relu, not exact, p)
                 return z
         if b is not None:
