@@ -36,8 +36,12 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul(a, b)``; a float32 product writes into a recycled array (``nn._buffers``:
     a step's large arrays then cost no fresh pages)."""
     if a.dtype == b.dtype == np.float32 and a.ndim >= 2 and b.ndim >= 2:
-        lead = a.shape[:-2] if a.ndim == b.ndim == 2 else np.broadcast_shapes(a.shape[:-2],
-                                                                              b.shape[:-2])
+        lead = a.shape[:-2]
+        if a.ndim > 2 or b.ndim > 2:
+            try:
+                lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            except ValueError:
+                return np.matmul(a, b)  # (numpy's own error names the operands)
         return np.matmul(a, b, out=_buffers.empty((*lead, a.shape[-2], b.shape[-1])))
     return np.matmul(a, b)
 

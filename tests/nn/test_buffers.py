@@ -166,3 +166,12 @@ def test_a_warm_mixed_float16_mlp_step_touches_almost_no_fresh_pages():
     steps = bench_train.make_steps([64, 256, 256, 10], batch=256)
     counts = bench_train.page_faults({"mixed": steps["nn mixed_float16"]}, repeats=10)
     assert counts is not None and counts["mixed"] < 32
+
+
+def test_a_matmul_whose_batch_shapes_do_not_broadcast_raises_numpys_error():
+    a, b = np.ones((2, 3, 4), np.float32), np.ones((3, 4, 5), np.float32)
+    with pytest.raises(ValueError) as want:
+        np.matmul(a, b)
+    with pytest.raises(ValueError) as got:
+        linalg._matmul(a, b)
+    assert str(got.value) == str(want.value)
