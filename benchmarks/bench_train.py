@@ -8,6 +8,9 @@ the least disturbed one) and the median step, and the ratios the targets are abo
 - nn float32 / numpy float32        (target <= 1.3)
 - nn mixed_float16 / nn float32     (target <= 1.5)
 
+After the table it prints each variant's minor page faults per step (fresh pages of memory,
+about a microsecond each; see ``page_faults``).
+
 Run: ``python benchmarks/bench_train.py`` (``--quick`` skips the 784-4096-4096-10 model). On a
 busy shared machine, multi-threaded BLAS makes step times erratic for every variant;
 ``OPENBLAS_NUM_THREADS=1`` gives steadier ratios.
@@ -29,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/timing.py
 from timing import interleaved_times  # noqa: E402
 
 LR = 0.01
+VARIANTS = ("numpy float32", "nn float32", "nn mixed_float16")
 
 
 # --- hand-written numpy float32 -------------------------------------------------------------------
@@ -91,8 +95,8 @@ def nn_step(model: nn.Sequential, loss_fn: nn.losses.Loss, x: np.ndarray, y: np.
     return loss.item()
 
 
-def bench(sizes: list[int], batch: int, repeats: int, seed: int = 0) -> dict[str, list[float]]:
-    """Step times (seconds) of each variant, ``repeats`` rounds interleaved after a warm-up."""
+def make_steps(sizes: list[int], batch: int, seed: int = 0) -> dict[str, Callable[[], float]]:
+    """The three variants' step functions, on the same data and initial weights."""
     rng = np.random.default_rng(seed)
     x = rng.random((batch, sizes[0]), dtype=np.float32)
     y = rng.integers(0, sizes[-1], batch)
@@ -100,19 +104,65 @@ def bench(sizes: list[int], batch: int, repeats: int, seed: int = 0) -> dict[str
     params = numpy_params(sizes, rng)
     m32 = nn_model(sizes, "float32", seed)
     m16 = nn_model(sizes, "mixed_float16", seed)
-    steps: dict[str, Callable[[], float]] = {
+    return {
         "numpy float32": lambda: numpy_step(params, x, y),
         "nn float32": lambda: nn_step(m32, loss_fn, x, y),
         "nn mixed_float16": lambda: nn_step(m16, loss_fn, x, y),
     }
-    return interleaved_times(steps, repeats)
+
+
+def bench(sizes: list[int], batch: int, repeats: int, seed: int = 0) -> dict[str, list[float]]:
+    """Step times (seconds) of each variant, ``repeats`` rounds interleaved after a warm-up."""
+    return interleaved_times(make_steps(sizes, batch, seed), repeats)
+
+
+def page_faults(steps: dict[str, Callable[[], float]], repeats: int) -> dict[str, float] | None:
+    """Minor page faults per step of each variant (interleaved, after a warm-up round), or None
+    where ``resource`` is missing (Windows).
+
+    A fault is a fresh page of memory touched for the first time, about a microsecond each:
+    glibc's malloc returns the freed top of the heap to the kernel between steps, so a step
+    that allocates its large arrays afresh pays for their pages again every step (the reason
+    nn recycles them: ``nn._buffers``). All variants share one heap, so each one's count
+    depends on the others' allocations too.
+    """
+    try:
+        import resource
+    except ImportError:
+        return None
+    counts = dict.fromkeys(steps, 0)
+    for step in steps.values():
+        step()
+    for _ in range(repeats):
+        for k, step in steps.items():
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            step()
+            counts[k] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    return {k: c / repeats for k, c in counts.items()}
+
+
+def keep_heap() -> None:
+    """glibc only: mallopt(M_TRIM_THRESHOLD) and mallopt(M_MMAP_THRESHOLD) at 1 GiB, so freed
+    memory stays in the heap and every variant reuses its pages (for this process only)."""
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    m_trim_threshold, m_mmap_threshold = -1, -3  # (malloc.h)
+    if not (libc.mallopt(m_trim_threshold, 1 << 30) and libc.mallopt(m_mmap_threshold, 1 << 30)):
+        raise RuntimeError("--keep-heap: mallopt refused (is this glibc?)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the 784-4096-4096-10 model")
     parser.add_argument("--repeats", type=int, default=0, help="steps timed per variant")
+    parser.add_argument("--keep-heap", action="store_true",
+                        help="tell glibc's malloc never to trim the heap or map arrays apart "
+                             "(no page faults for anyone: compares the arithmetic alone)")
     args = parser.parse_args()
+    if args.keep_heap:
+        keep_heap()
     cases = [([64, 256, 256, 10], 256, 60), ([64, 256, 256, 10], 2048, 20)]
     if not args.quick:
         cases.append(([784, 4096, 4096, 10], 1024, 5))
@@ -121,14 +171,23 @@ def main() -> None:
               f"{'mixed16 / f32':>13} |")
     print(header)
     print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
+    faults = []
     for sizes, batch, repeats in cases:
-        times = bench(sizes, batch, args.repeats or repeats)
+        steps = make_steps(sizes, batch)
+        times = interleaved_times(steps, args.repeats or repeats)
         model = "-".join(map(str, sizes))
         for label, stat in (("min", min), ("median", statistics.median)):
-            a, b, c = (stat(times[k]) for k in ("numpy float32", "nn float32", "nn mixed_float16"))
+            a, b, c = (stat(times[k]) for k in VARIANTS)
             print(f"| {model:<16} | {batch:>5} | {label:<6} | {a * 1e3:>12.2f} | {b * 1e3:>9.2f} | "
                   f"{c * 1e3:>13.2f} | {b / a:>14.2f} | {c / b:>13.2f} |")
+        counts = page_faults(steps, min(10, args.repeats or repeats))
+        if counts is not None:
+            faults.append(f"{model} batch {batch}: " + ", ".join(
+                f"{k} {counts[k]:.0f}" for k in VARIANTS))
     print("targets: nn f32 / numpy <= 1.3, mixed16 / f32 <= 1.5")
+    if faults:
+        print("page faults per step (fresh pages touched; all variants share one heap):")
+        print("\n".join(faults))
 
 
 if __name__ == "__main__":

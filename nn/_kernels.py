@@ -52,10 +52,16 @@ def round_into(x: np.ndarray, out: np.ndarray, p: NearestEvenF32,
     costs a microsecond or two, a few percent of a small model's step over its 16 calls)."""
     if in_place is None:
         in_place = out.ctypes.data == x.ctypes.data
+    n = x.size
     if in_place:  # one array, since an aliased pair runs ~50x slower (no vectorizing)
-        run(_round_inplace_range, x.size, (x,), (p,), parallel=x.size >= PARALLEL_MIN)
+        if n < PARALLEL_MIN:  # (the calling thread: no need for run()'s block bookkeeping)
+            _round_inplace_range(x, 0, n, p)
+        else:
+            run(_round_inplace_range, n, (x,), (p,))
+    elif n < PARALLEL_MIN:
+        _round_into_range(x, out, 0, n, p)
     else:
-        run(_round_into_range, x.size, (x, out), (p,), parallel=x.size >= PARALLEL_MIN)
+        run(_round_into_range, n, (x, out), (p,))
 
 
 @njit(nogil=True, cache=True)
@@ -79,8 +85,11 @@ def bias_act_round(z: np.ndarray, b: np.ndarray, has_bias: bool, relu: bool, do_
     helper costs reference counting per element.)
     """
     p = p if do_round else _UNUSED
-    run(_bias_act_round_rows, z.shape[0], (z,), (b, has_bias, relu, do_round, p), work=z.size,
-        parallel=z.size >= PARALLEL_MIN)
+    if z.size < PARALLEL_MIN:
+        _bias_act_round_rows(z, 0, z.shape[0], b, has_bias, relu, do_round, p)
+    else:
+        run(_bias_act_round_rows, z.shape[0], (z,), (b, has_bias, relu, do_round, p),
+            work=z.size)
 
 
 @njit(nogil=True, cache=True)

@@ -18,7 +18,7 @@ from fpsim import FP32, Format
 from fpsim._kernels import NearestEvenF32
 from fpsim.monitor import is_active as _monitor_is_active
 from fpsim.quantize import nearest_even_f32_constants
-from nn import _kernels
+from nn import _buffers, _kernels
 from nn.policy import contains
 
 KERNELS_ENABLED = True  # tests flip this to check the numba paths against numpy + fpsim.round
@@ -37,12 +37,19 @@ def needs_rounding(values_fmt: Format | None, fmt: Format | None) -> bool:
 
 def use_kernel(fmt: Format | None) -> bool:
     """True if a fused numba kernel may round to ``fmt`` (no monitor is counting events)."""
-    return (
-        KERNELS_ENABLED
-        and fmt is not None
-        and not _monitor_is_active()
-        and round_params(fmt) is not None
-    )
+    return kernel_params(fmt) is not None
+
+
+def kernel_params(fmt: Format | None) -> NearestEvenF32 | None:
+    """``round_params(fmt)`` where a fused numba kernel may round to ``fmt`` (``use_kernel``),
+    else None."""
+    if not KERNELS_ENABLED or fmt is None or _monitor_is_active():
+        return None
+    return round_params(fmt)
+
+
+def _is_fp32(fmt: Format) -> bool:
+    return fmt is FP32 or (fmt.mantissa_bits == 23 and fmt == FP32)  # (== compares every field)
 
 
 def round_array(
@@ -58,12 +65,12 @@ def round_array(
     result: np.ndarray
     if fmt is None:
         result = x if x.dtype == np.float64 else x.astype(np.float64)
-    elif x.dtype == np.float32 and (fmt is FP32 or fmt == FP32):
+    elif x.dtype == np.float32 and _is_fp32(fmt):
         result = x
     elif x.dtype != np.float32:
         # round float64 once from its own bits, then the carrier holds the value exactly
         result = np.asarray(fpsim.round(x, fmt, site=site), dtype=np.float32)
-    elif use_kernel(fmt):
+    elif (params := kernel_params(fmt)) is not None:
         src = x if x.flags.c_contiguous else np.ascontiguousarray(x)  # (keeps 0-d as 0-d)
         in_place: bool | None  # (None: out may share x's memory; the kernel checks)
         if out is not None and out.flags.c_contiguous:
@@ -71,9 +78,7 @@ def round_array(
         elif src is not x:  # a contiguous copy of x: round it in place
             dst, in_place = src, True
         else:
-            dst, in_place = np.empty(x.shape, dtype=np.float32), False
-        params = round_params(fmt)
-        assert params is not None  # (use_kernel said the kernel applies)
+            dst, in_place = _buffers.empty(x.shape), False
         _kernels.round_into(src.reshape(-1), dst.reshape(-1), params, in_place=in_place)
         result = dst
     else:

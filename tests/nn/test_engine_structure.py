@@ -21,8 +21,8 @@ from nn import tensor
 
 ROOT = Path(nn.__file__).resolve().parent
 ENGINE_LAYERS = [
-    {"nn.sites", "nn.policy", "nn._kernels", "nn.checks", "nn.fp8.state", "nn.fp8.recipes",
-     "nn.functions.fp16_accumulate"},
+    {"nn.sites", "nn.policy", "nn._kernels", "nn._buffers", "nn.checks", "nn.fp8.state",
+     "nn.fp8.recipes", "nn.functions.fp16_accumulate"},
     {"nn.rounding", "nn.autocast", "nn.dtypes"},
     {"nn.tensor"},
     {"nn.autograd", "nn.fp8.scope"},

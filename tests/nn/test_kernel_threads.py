@@ -33,7 +33,8 @@ def test_nn_rounding_splits_over_threads_only_from_parallel_min_and_rounds_the_s
     _kernels.round_into(x, out, p)
     z = x.reshape(-1, 256).copy()
     _kernels.bias_act_round(z, np.zeros(256, np.float32), True, False, True, p)
-    assert parallel_flags == [n >= _kernels.PARALLEL_MIN] * 2
+    # below PARALLEL_MIN the kernels run on the calling thread, without run()
+    assert parallel_flags == ([True] * 2 if n >= _kernels.PARALLEL_MIN else [])
     want = fpsim.round(x, fpsim.BF16)
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(z.reshape(-1), want)
