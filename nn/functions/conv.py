@@ -49,8 +49,10 @@ def output_size(size: int, kernel: int, stride: int, padding: str | int) -> tupl
     raise ValueError(f"padding must be 'valid', 'same' or an integer >= 0, got {padding!r}")
 
 
-def _pads(shape: tuple[int, ...], kernel: tuple[int, int], strides: tuple[int, int],
-          padding: str | int) -> tuple[tuple[int, int], Pads]:
+def window_geometry(shape: tuple[int, ...], kernel: tuple[int, int], strides: tuple[int, int],
+                    padding: str | int) -> tuple[tuple[int, int], Pads]:
+    """``((OH, OW), ((top, bottom), (left, right)))`` for windows over an (N, H, W, C) shape,
+    or a ValueError if no window fits."""
     oh, top, bottom = output_size(shape[1], kernel[0], strides[0], padding)
     ow, left, right = output_size(shape[2], kernel[1], strides[1], padding)
     if oh < 1 or ow < 1:
@@ -117,7 +119,7 @@ def patches(x: Tensor, kernel_size: Any, strides: Any = 1, padding: str | int = 
         raise ValueError(f"patches needs input of shape (batch, height, width, channels), got "
                          f"shape {x.shape}")
     kernel, stride = pair("kernel_size", kernel_size), pair("strides", strides)
-    out_hw, pads = _pads(x.shape, kernel, stride, padding)
+    out_hw, pads = window_geometry(x.shape, kernel, stride, padding)
     return Patches.apply(x, kernel=kernel, strides=stride, out_hw=out_hw, pads=pads, fill=fill)
 
 

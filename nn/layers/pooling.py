@@ -18,6 +18,7 @@ import numpy as np
 from nn import functions as F
 from nn.functions._common import constant
 from nn.functions.conv import PADDINGS, pair, patches
+from nn.functions.pooling import max_pool2d
 from nn.layers.base import Layer, register
 from nn.layers.conv import keras_name, unsupported
 from nn.policy import Policy
@@ -60,7 +61,8 @@ class MaxPooling2D(_Pooling2D):
     """The maximum of each ``pool_size`` window (exact)."""
 
     def call(self, x: Tensor, training: bool = False) -> Tensor:
-        return F.cast(F.max(self.windows(x, fill=-np.inf), axis=(3, 4)), self.compute_format)
+        y = max_pool2d(x, self.pool_size, self.strides, self.padding)
+        return F.cast(y, self.compute_format)
 
 
 @register
