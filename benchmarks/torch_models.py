@@ -94,7 +94,7 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
 
 class TorchProcess:
     """The parent's end: ``TorchProcess(*torch_steps_args)``, ``.names`` (empty without
-    torch), ``.time(name)`` -> seconds of one step, ``.close()``."""
+    torch), ``.time(name)`` -> seconds of one step, ``.close()`` -> the child's exit code."""
 
     def __init__(self, *args: Any) -> None:
         self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve())],
@@ -113,9 +113,10 @@ class TorchProcess:
         seconds: float = pickle.load(self._in)
         return seconds
 
-    def close(self) -> None:
+    def close(self) -> int:
+        """End the child; its exit code."""
         self._send(None)
-        self._proc.wait()
+        return self._proc.wait()
 
 
 if __name__ == "__main__":
