@@ -76,18 +76,22 @@ class MaxPool2D(Function):
         (top, bottom), (left, right) = ctx.saved["pads"]
         g = grad.data
         hits = [cell == ctx.out for cell in _offsets(xp, *geometry)]
-        count = np.zeros(g.shape, dtype=g.dtype)
-        for hit in hits:
-            count += hit
+        count = hits[0].astype(np.uint8 if len(hits) < 256 else np.uint32)
+        for hit in hits[1:]:
+            np.add(count, hit, out=count)
         with np.errstate(divide="ignore", invalid="ignore"):  # a NaN window has no hit
             share = g / count  # fp32 (float64 under the float64 policy)
         full = np.zeros(xp.shape, dtype=g.dtype)
+        (kh, kw), (sh, sw) = geometry[:2]
+        overlap = kh > sh or kw > sw
         site = ctx.site(WINDOW_GRAD_SITE)
+        v = np.empty_like(share)
         for hit, cell in zip(hits, _offsets(full, *geometry), strict=True):
             with np.errstate(invalid="ignore"):  # inf * 0 is NaN, as (inf * 0) / count was
-                v = share * hit
-            v = round_array(v, x.fmt, site=site, out=v)
-            np.add(cell, v, out=cell)  # fp32 sums where windows overlap
+                np.multiply(share, hit, out=v)
+            round_array(v, x.fmt, site=site, out=v)
+            # fp32 sums where windows overlap; elsewhere 0 + v, written without reading 0
+            np.add(cell if overlap else v, v if overlap else 0.0, out=cell)
         dx = full[:, top:top + x.shape[1], left:left + x.shape[2], :]
         # labelled FP32 so that the engine rounds each pixel's sum once to x's format
         return Tensor._make(np.ascontiguousarray(dx), at_least_fp32(x.fmt))
