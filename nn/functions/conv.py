@@ -61,6 +61,18 @@ def window_geometry(shape: tuple[int, ...], kernel: tuple[int, int], strides: tu
     return (oh, ow), ((top, bottom), (left, right))
 
 
+def padded(x: np.ndarray, pads: Pads, fill: float) -> np.ndarray:
+    """``x`` (N, H, W, C) with ``pads`` cells of ``fill`` around H and W (``x`` itself for no
+    padding): what ``np.pad`` does, without its overhead of some 20 microseconds a call."""
+    (top, bottom), (left, right) = pads
+    if not (top or bottom or left or right):
+        return x
+    n, h, w, c = x.shape
+    out = np.full((n, h + top + bottom, w + left + right, c), fill, dtype=x.dtype)
+    out[:, top:top + h, left:left + w, :] = x
+    return out
+
+
 class Patches(Function):
     """x (N, H, W, C) -> windows (N, OH, OW, kh, kw, C); exact. Backward: fp32 scatter-add."""
 
@@ -73,8 +85,7 @@ class Patches(Function):
                 strides: tuple[int, int] = (1, 1), out_hw: tuple[int, int] = (1, 1),
                 pads: Pads = ((0, 0), (0, 0)), fill: float = 0.0) -> np.ndarray:
         ctx.saved.update(kernel=kernel, strides=strides, out_hw=out_hw, pads=pads)
-        if any(p for pair in pads for p in pair):
-            x = np.pad(x, ((0, 0), *pads, (0, 0)), constant_values=fill)
+        x = padded(x, pads, fill)
         n, _, _, c = x.shape
         (kh, kw), (sh, sw), (oh, ow) = kernel, strides, out_hw
         s = x.strides

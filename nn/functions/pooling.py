@@ -27,7 +27,7 @@ import numpy as np
 from fpsim import Format
 from nn import sites
 from nn.autograd import Context, Function
-from nn.functions.conv import Pads, pair, window_geometry
+from nn.functions.conv import Pads, padded, pair, window_geometry
 from nn.policy import at_least_fp32
 from nn.rounding import round_array
 from nn.tensor import Tensor
@@ -59,8 +59,7 @@ class MaxPool2D(Function):
     def forward(ctx: Context, x: np.ndarray, kernel: tuple[int, int] = (1, 1),
                 strides: tuple[int, int] = (1, 1), out_hw: tuple[int, int] = (1, 1),
                 pads: Pads = ((0, 0), (0, 0))) -> np.ndarray:
-        if any(p for pair_ in pads for p in pair_):
-            x = np.pad(x, ((0, 0), *pads, (0, 0)), constant_values=-np.inf)
+        x = padded(x, pads, -np.inf)
         ctx.saved.update(padded=x, kernel=kernel, strides=strides, out_hw=out_hw, pads=pads)
         cells = _offsets(x, kernel, strides, out_hw)
         out = np.array(next(cells))  # a fresh contiguous copy of the first cell
