@@ -4,9 +4,9 @@ Layout is channels-last (Keras): images ``(N, H, W, C)``, kernels ``(kh, kw, C, 
 
 - ``patches`` copies every ``kh x kw`` window into a row, ``(N, OH, OW, kh, kw, C)``: exact (it
   only moves values, padding cells hold ``fill``). Its backward adds each window's gradient back
-  onto the pixels it came from, one kernel offset at a time (a loop over ``kh * kw`` offsets,
-  never over pixels), summing in fp32; the engine then rounds each pixel's sum once to the
-  input's format.
+  onto the pixels it came from, one kernel offset at a time, summing in fp32 (a numba kernel,
+  nn._conv_kernels.col2im_add; with nn's kernels off, the same sums as a numpy loop over the
+  ``kh * kw`` offsets); the engine then rounds each pixel's sum once to the input's format.
 - ``conv2d`` multiplies the ``(N*OH*OW, kh*kw*C)`` patch matrix by the kernel reshaped to
   ``(kh*kw*C, filters)`` with ``linear`` (the op Dense uses): compute-format inputs, products
   accumulated in fp32 with the bias, one rounding to the output format. With
@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from nn import rounding
+from nn._conv_kernels import col2im_add
 from nn.autograd import Context, Function
 from nn.functions.accumulate import accumulated_linear
 from nn.functions.linalg import linear
@@ -103,11 +105,14 @@ class Patches(Function):
         g = grad.data
         acc_dtype = np.float64 if g.dtype == np.float64 else np.float32  # fp32 sums
         full = np.zeros((n, h + top + bottom, w + left + right, c), dtype=acc_dtype)
-        for i in range(kh):
-            for j in range(kw):
-                rows = slice(i, i + sh * (oh - 1) + 1, sh)
-                cols = slice(j, j + sw * (ow - 1) + 1, sw)
-                full[:, rows, cols, :] += g[:, :, :, i, j]
+        if rounding.KERNELS_ENABLED and g.dtype == acc_dtype and g.flags.c_contiguous:
+            col2im_add(g, full, sh, sw)  # the loop below, in one compiled pass
+        else:
+            for i in range(kh):
+                for j in range(kw):
+                    rows = slice(i, i + sh * (oh - 1) + 1, sh)
+                    cols = slice(j, j + sw * (ow - 1) + 1, sw)
+                    full[:, rows, cols, :] += g[:, :, :, i, j]
         dx = full[:, top:top + h, left:left + w, :]
         # fp32 sums: labelled FP32 so the engine rounds them once to x's format
         return Tensor._make(np.ascontiguousarray(dx), at_least_fp32(grad.fmt))
