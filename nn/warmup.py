@@ -22,10 +22,12 @@ def _train_step() -> None:
 
 
 def _conv_kernels() -> None:
-    from nn._conv_kernels import col2im_add
+    from nn._conv_kernels import col2im_add, max_pool_window_grads
 
     for dtype in (np.float32, np.float64):  # the policies' carriers, float64 for gradient checks
-        col2im_add(np.zeros((1, 1, 1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 1), dtype), 1, 1)
+        image, windows = np.zeros((1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 1, 1, 1), dtype)
+        col2im_add(windows, image, 1, 1)
+        max_pool_window_grads(image, image, image, 1, 1, dtype(1), windows)
 
 
 def tasks() -> list[tuple[str, Callable[[], object]]]:

@@ -50,10 +50,11 @@ def test_the_overlapping_sums_of_this_data_depend_on_their_order():
     assert not np.array_equal(full[:, 1:8, 1:7], forward)
 
 
-def test_nn_warmup_compiles_the_window_sum_kernel_for_both_carriers():
+def test_nn_warmup_compiles_the_conv_kernels_for_both_carriers():
     from nn import warmup
-    from nn._conv_kernels import col2im_add
+    from nn._conv_kernels import col2im_add, max_pool_window_grads
 
     dict(warmup.tasks())["nn conv kernels"]()
-    carriers = {str(sig[0].dtype) for sig in col2im_add.signatures}
-    assert {"float32", "float64"} <= carriers
+    for kernel in (col2im_add, max_pool_window_grads):
+        carriers = {str(sig[0].dtype) for sig in kernel.signatures}
+        assert {"float32", "float64"} <= carriers, kernel

@@ -10,7 +10,7 @@ import pytest
 import fpsim
 import nn
 from nn import functions as F
-from nn import layers
+from nn import layers, rounding
 from nn.autograd import name_scope
 from nn.functions.conv import patches
 from nn.functions.pooling import max_pool2d
@@ -86,7 +86,9 @@ def test_tied_maxima_share_each_windows_gradient_equally_by_the_definition():
     np.testing.assert_allclose(t.grad.data, want_dx, rtol=1e-15, atol=0)
 
 
-def test_max_pool_counts_the_same_rounding_events_at_the_same_sites_as_patches_then_max():
+@pytest.mark.parametrize("kernels", [True, False], ids=["numba", "numpy"])
+def test_max_pool_counts_the_same_rounding_events_at_the_same_sites_as_patches_then_max(
+        kernels):
     x = tied_fp16_input(4)
     x[np.isnan(x) | np.isinf(x)] = 1.0
     upstream = np.full((2, 4, 3, 3), 2.0**-24, np.float32)  # one fp16 subnormal, shared by ties
@@ -96,6 +98,7 @@ def test_max_pool_counts_the_same_rounding_events_at_the_same_sites_as_patches_t
             grad_of(op, x, "float16", upstream)
         return m.counts
 
+    rounding.KERNELS_ENABLED = kernels
     new = counts(lambda t: max_pool2d(t, 2, None, "same"))
     old = counts(lambda t: composition(t, (2, 2), None, "same"))
     assert new == old
