@@ -38,6 +38,7 @@ from bench_train import LR, nn_step  # noqa: E402  (one SGD step for both benchm
 from torch_models import TorchProcess  # noqa: E402
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+GAP = 0.25  # seconds between the nn steps and the PyTorch steps of a round (rotated_times)
 
 # (name, batch, sizes): CNN on 16x16x3 images, 10 classes; LM with 64 tokens of a 96-symbol
 # vocabulary, width 64, 4 heads, feed-forward 128.
@@ -81,18 +82,28 @@ def timed(step: Callable[[], object]) -> Callable[[], float]:
     return run
 
 
-def rotated_times(steps: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
-    """Seconds of each step (each callable returns its own), after one warm-up call of each;
-    ``repeats`` rounds, round ``r`` starting at the ``r``-th step, so that no step always runs
-    right after the same neighbour (whose leftovers, such as threads still spinning or memory
-    just returned to the system, it would always pay for)."""
-    names = list(steps)
-    times: dict[str, list[float]] = {k: [] for k in names}
-    for step in steps.values():
-        step()
+def rotated_times(groups: list[dict[str, Callable[[], float]]], repeats: int,
+                  gap: float = 0.0) -> dict[str, list[float]]:
+    """Seconds of each step (each callable returns its own), after one warm-up call of each.
+
+    ``repeats`` rounds; in each, every group runs its steps in turn, round ``r`` starting at
+    the group's ``r``-th step, so that no step always runs right after the same neighbour; and
+    between two groups the process sleeps ``gap`` seconds, so that one library's threads have
+    stopped spinning (OpenBLAS's idle workers spin for about 0.1 s) before the other's start.
+    """
+    times: dict[str, list[float]] = {k: [] for group in groups for k in group}
+    for group in groups:
+        for step in group.values():
+            step()
     for r in range(repeats):
-        for k in names[r % len(names):] + names[:r % len(names)]:
-            times[k].append(steps[k]())
+        for g, group in enumerate(groups):
+            if g and gap:
+                time.sleep(gap)
+            names = list(group)
+            for k in names[r % len(names):] + names[:r % len(names)]:
+                times[k].append(group[k]())
+        if len(groups) > 1 and gap:
+            time.sleep(gap)
     return times
 
 
@@ -100,7 +111,8 @@ def bench(repeats: int, cnn: dict[str, Any] = CNN, lm: dict[str, Any] = LM, seed
           with_torch: bool = True) -> dict[str, list[float]]:
     """Step times (seconds) per variant ("cnn float32", "lm mixed_float16", ...,
     "cnn torch float32" when torch is importable), ``repeats`` rotated rounds after a warm-up
-    step of each. The PyTorch steps run in a child process (benchmarks/torch_models.py)."""
+    step of each. The PyTorch steps run in a child process (benchmarks/torch_models.py), after
+    the nn steps of each round and ``GAP`` seconds apart from them."""
     rng = np.random.default_rng(seed)
     x_cnn = rng.standard_normal((cnn["batch"], *cnn["image"])).astype(np.float32)
     y_cnn = rng.integers(0, cnn["classes"], cnn["batch"])
@@ -114,12 +126,11 @@ def bench(repeats: int, cnn: dict[str, Any] = CNN, lm: dict[str, Any] = LM, seed
         steps[f"cnn {policy}"] = timed(lambda c=c: nn_step(c, loss_fn, x_cnn, y_cnn))
         steps[f"lm {policy}"] = timed(lambda m=m: nn_step(m, loss_fn, x_lm, y_lm))
     if not with_torch:
-        return rotated_times(steps, repeats)
+        return rotated_times([steps], repeats)
     child = TorchProcess(x_cnn, y_cnn, x_lm, y_lm, cnn, lm, LR)
     try:
-        for name in child.names:
-            steps[name] = lambda name=name: child.time(name)
-        return rotated_times(steps, repeats)
+        torch_steps = {name: lambda name=name: child.time(name) for name in child.names}
+        return rotated_times([steps, torch_steps], repeats, gap=GAP)
     finally:
         child.close()
 

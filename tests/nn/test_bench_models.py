@@ -33,12 +33,13 @@ def test_an_sgd_step_lowers_the_loss_of_the_language_model():
     assert losses[-1] < losses[0]
 
 
-def test_rotated_rounds_start_one_step_later_each_round_after_a_warm_up_of_each():
+def test_rotated_rounds_start_one_step_later_each_round_group_after_group():
     calls: list[str] = []
-    steps = {k: (lambda k=k: calls.append(k) or 1.0) for k in "abc"}
-    times = bench_models.rotated_times(steps, 3)
-    assert calls == list("abc" "abc" "bca" "cab")
-    assert times == {k: [1.0] * 3 for k in "abc"}
+    nn_steps = {k: (lambda k=k: calls.append(k) or 1.0) for k in "abc"}
+    torch_steps = {k: (lambda k=k: calls.append(k) or 2.0) for k in "xy"}
+    times = bench_models.rotated_times([nn_steps, torch_steps], 3)
+    assert calls == list("abcxy" "abcxy" "bcayx" "cabxy")  # warm-up, then three rounds
+    assert times == {**{k: [1.0] * 3 for k in "abc"}, **{k: [2.0] * 3 for k in "xy"}}
 
 
 def test_the_torch_child_answers_with_no_steps_where_torch_is_not_importable():
