@@ -14,7 +14,9 @@ OpenMP threads and numpy's OpenBLAS threads spin against each other. Every fpsim
 is compiled (or loaded from numba's cache) before the first step.
 
 Run: ``python benchmarks/bench_models.py`` (``--repeats N`` steps per variant). On a busy
-shared machine ``OPENBLAS_NUM_THREADS=1`` gives steadier ratios.
+shared machine ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1`` (numpy's BLAS and PyTorch, whose
+child process inherits the environment, each on one thread) gives steadier ratios: with two
+threads, a matrix product waits for whichever thread another process has descheduled.
 """
 
 from __future__ import annotations
