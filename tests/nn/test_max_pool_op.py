@@ -121,3 +121,14 @@ def test_max_pool2d_rejects_input_without_four_axes_and_windows_that_do_not_fit(
         max_pool2d(nn.Tensor(np.zeros((2, 3), np.float32)), 2)
     with pytest.raises(ValueError, match="does not fit"):
         max_pool2d(nn.Tensor(np.zeros((1, 2, 2, 1), np.float32)), 3)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_every_pattern_of_signed_zeros_gives_the_zero_np_max_gives(k):
+    import itertools
+
+    patterns = np.array(list(itertools.product([0.0, -0.0], repeat=k * k)), np.float32)
+    x = np.repeat(patterns.reshape(-1, k, k, 1), 4, axis=3)
+    y = max_pool2d(nn.Tensor(x), k).data
+    want = np.max(x.reshape(len(patterns), k * k, 4), axis=1)  # numpy's order: row-major cells
+    same_bits(y.reshape(want.shape), want)
