@@ -48,10 +48,12 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> None:
     np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
+@pytest.mark.parametrize("kernels", [True, False], ids=["numba", "numpy"])
 @pytest.mark.parametrize("pool,strides,padding", GEOMETRIES)
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the composition's inf * 0
 def test_max_pool_equals_patches_then_max_bit_for_bit_with_ties_inf_and_nan(pool, strides,
-                                                                            padding):
+                                                                            padding, kernels):
+    rounding.KERNELS_ENABLED = kernels  # (the nn conftest restores it after each test)
     x = tied_fp16_input(0)
     out_shape = composition(nn.Tensor(x), pool, strides, padding).shape
     # upstream gradients that round to fp16 subnormals and zero once shared among ties
