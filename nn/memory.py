@@ -10,7 +10,7 @@ some 40% of the step's CPU time, whatever the policy (and the count moved with w
 before, which is why float32 once measured slower than mixed_float16).
 
 ``retain_freed_memory()`` fixes both thresholds: arrays up to 32 MiB come from the heap, and up
-to 256 MiB of freed heap is kept for the next step instead of being returned, as a caching
+to 128 MiB of freed heap is kept for the next step instead of being returned, as a caching
 allocator does. The price is that a process's resident memory stays near its peak. ``import nn``
 applies it once (``apply_default``) unless the environment sets ``NN_RETAIN_FREED_MEMORY=0``;
 on a C library other than glibc (macOS, Windows, musl) it does nothing and returns False.
@@ -24,7 +24,7 @@ import platform
 
 ENV = "NN_RETAIN_FREED_MEMORY"
 MMAP_THRESHOLD = 32 << 20  # glibc's largest allowed value (HEAP_MAX_SIZE / 2 on 64-bit)
-TRIM_THRESHOLD = 256 << 20
+TRIM_THRESHOLD = 128 << 20
 
 # mallopt parameter numbers, from glibc's <malloc.h>
 _M_TRIM_THRESHOLD = -1
