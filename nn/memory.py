@@ -5,7 +5,7 @@ outputs, gradients, 0.1 to 10 MB each. glibc's malloc serves arrays above its mm
 with fresh pages and hands the free top of its heap back to the operating system once it
 exceeds the trim threshold (both adjust themselves, to at most 32 MiB and twice that). Fresh
 pages fault on first touch, a microsecond or more each, so the step pays for its memory again
-every time: in ``benchmarks/bench_models.py``'s CNN that was about 2000 page faults a step,
+every time: in ``benchmarks/bench_models.py``'s CNN that was 1900 to 3200 page faults a step,
 some 40% of the step's CPU time, whatever the policy (and the count moved with what ran
 before, which is why float32 once measured slower than mixed_float16).
 
