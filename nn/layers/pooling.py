@@ -1,11 +1,12 @@
 """Pooling layers (Keras face, channels-last): MaxPooling2D, AveragePooling2D,
 GlobalAveragePooling2D.
 
-Numerics: windows are gathered exactly (nn.functions.conv.patches). The maximum is exact; its
-gradient goes to the window's maximum (shared equally between tied maxima, where TensorFlow
-and PyTorch pick one). Averages are summed in fp32 and rounded once to the compute format;
-with ``padding="same"`` an average counts only the real (unpadded) cells, as TensorFlow does.
-Max pooling pads with -inf, so padding never wins.
+Numerics: average windows are gathered exactly (nn.functions.conv.patches); max pooling reads
+them as strided views (nn.functions.pooling.max_pool2d, the same results without the copy).
+The maximum is exact; its gradient goes to the window's maximum (shared equally between tied
+maxima, where TensorFlow and PyTorch pick one). Averages are summed in fp32 and rounded once
+to the compute format; with ``padding="same"`` an average counts only the real (unpadded)
+cells, as TensorFlow does. Max pooling pads with -inf, so padding never wins.
 """
 
 from __future__ import annotations
