@@ -2,15 +2,21 @@
 
 A step is forward, sparse softmax cross-entropy (from logits), backward and an SGD update of the
 fp32 master weights. The variants (nn float32, mixed_float16, mixed_bfloat16, and PyTorch CPU
-float32 when torch is importable) run in this one process on the same data, interleaved round
-by round; the table gives each variant's fastest and median step and the ratios the targets are
-about:
+float32 when torch is importable) run on the same data, interleaved round by round, each round
+starting one variant later than the last; the table gives each variant's fastest and median
+step and the ratios the targets are about:
 
 - nn mixed_float16 / nn float32     (target <= 1.5)
 - nn float32 / torch float32        (target <= 2, where torch is installed)
 
+The PyTorch steps run in a child process (benchmarks/torch_models.py): in one process its
+OpenMP threads and numpy's OpenBLAS threads spin against each other. Every fpsim and nn kernel
+is compiled (or loaded from numba's cache) before the first step.
+
 Run: ``python benchmarks/bench_models.py`` (``--repeats N`` steps per variant). On a busy
-shared machine ``OPENBLAS_NUM_THREADS=1`` gives steadier ratios.
+shared machine ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1`` (numpy's BLAS and PyTorch, whose
+child process inherits the environment, each on one thread) gives steadier ratios: with two
+threads, a matrix product waits for whichever thread another process has descheduled.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,12 +33,14 @@ import numpy as np
 
 import nn
 from nn import layers
+from nn.warmup import warmup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark modules
 from bench_train import LR, nn_step  # noqa: E402  (one SGD step for both benchmarks)
-from timing import interleaved_times  # noqa: E402
+from torch_models import TorchProcess  # noqa: E402
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+GAP = 0.25  # seconds between the nn steps and the PyTorch steps of a round (rotated_times)
 
 # (name, batch, sizes): CNN on 16x16x3 images, 10 classes; LM with 64 tokens of a 96-symbol
 # vocabulary, width 64, 4 heads, feed-forward 128.
@@ -66,58 +75,46 @@ def lm_model(policy: str, vocab: int = 96, length: int = 64, dim: int = 64, head
         ])
 
 
-def torch_steps(x_cnn: np.ndarray, y_cnn: np.ndarray, x_lm: np.ndarray, y_lm: np.ndarray
-                ) -> dict[str, Callable[[], float]]:
-    """The same two models in PyTorch CPU float32 (empty if torch is not importable)."""
-    try:
-        import torch
-    except ImportError:
-        return {}
-    tnn = torch.nn
-    cnn = tnn.Sequential(
-        tnn.Conv2d(CNN["image"][2], CNN["filters"][0], 3, padding=1), tnn.ReLU(),
-        tnn.MaxPool2d(2), tnn.Conv2d(CNN["filters"][0], CNN["filters"][1], 3, padding=1),
-        tnn.ReLU(), tnn.MaxPool2d(2), tnn.AdaptiveAvgPool2d(1), tnn.Flatten(),
-        tnn.Linear(CNN["filters"][1], CNN["classes"]))
-    block = tnn.TransformerEncoderLayer(LM["dim"], LM["heads"], LM["ff"], dropout=0.0,
-                                        activation="gelu", batch_first=True)
-    tok, pos = tnn.Embedding(LM["vocab"], LM["dim"]), tnn.Embedding(LM["length"], LM["dim"])
-    head = tnn.Linear(LM["dim"], LM["vocab"])
-    mask = tnn.Transformer.generate_square_subsequent_mask(LM["length"])
-    lm_params = [*block.parameters(), *tok.parameters(), *pos.parameters(), *head.parameters()]
+def timed(step: Callable[[], object]) -> Callable[[], float]:
+    """``step`` as a callable returning its wall time in seconds."""
+    def run() -> float:
+        t0 = time.perf_counter()
+        step()
+        return time.perf_counter() - t0
+    return run
 
-    def lm_forward(ids: Any) -> Any:
-        h = tok(ids) + pos(torch.arange(ids.shape[1]))
-        return head(block(h, src_mask=mask, is_causal=True))
 
-    xc = torch.from_numpy(x_cnn.transpose(0, 3, 1, 2).copy())
-    yc = torch.from_numpy(y_cnn)
-    xl, yl = torch.from_numpy(x_lm), torch.from_numpy(y_lm)
-    sgd_c = torch.optim.SGD(cnn.parameters(), lr=LR)
-    sgd_l = torch.optim.SGD(lm_params, lr=LR)
-    ce = tnn.CrossEntropyLoss()
+def rotated_times(groups: list[dict[str, Callable[[], float]]], repeats: int,
+                  gap: float = 0.0) -> dict[str, list[float]]:
+    """Seconds of each step (each callable returns its own), after one warm-up call of each.
 
-    def step_cnn() -> float:
-        sgd_c.zero_grad()
-        loss = ce(cnn(xc), yc)
-        loss.backward()
-        sgd_c.step()
-        return float(loss)
-
-    def step_lm() -> float:
-        sgd_l.zero_grad()
-        loss = ce(lm_forward(xl).reshape(-1, LM["vocab"]), yl.reshape(-1))
-        loss.backward()
-        sgd_l.step()
-        return float(loss)
-
-    return {"cnn torch float32": step_cnn, "lm torch float32": step_lm}
+    ``repeats`` rounds; in each, every group runs its steps in turn, round ``r`` starting at
+    the group's ``r``-th step, so that no step always runs right after the same neighbour; and
+    between two groups the process sleeps ``gap`` seconds, so that one library's threads have
+    stopped spinning (OpenBLAS's idle workers spin for about 0.1 s) before the other's start.
+    """
+    times: dict[str, list[float]] = {k: [] for group in groups for k in group}
+    for group in groups:
+        for step in group.values():
+            step()
+    for r in range(repeats):
+        for g, group in enumerate(groups):
+            if g and gap:
+                time.sleep(gap)
+            names = list(group)
+            for k in names[r % len(names):] + names[:r % len(names)]:
+                times[k].append(group[k]())
+        if len(groups) > 1 and gap:
+            time.sleep(gap)
+    return times
 
 
 def bench(repeats: int, cnn: dict[str, Any] = CNN, lm: dict[str, Any] = LM, seed: int = 0,
           with_torch: bool = True) -> dict[str, list[float]]:
-    """Step times (seconds) per variant ("cnn float32", "lm mixed_float16", ...), ``repeats``
-    rounds interleaved after a warm-up step of each."""
+    """Step times (seconds) per variant ("cnn float32", "lm mixed_float16", ...,
+    "cnn torch float32" when torch is importable), ``repeats`` rotated rounds after a warm-up
+    step of each. The PyTorch steps run in a child process (benchmarks/torch_models.py), after
+    the nn steps of each round and ``GAP`` seconds apart from them."""
     rng = np.random.default_rng(seed)
     x_cnn = rng.standard_normal((cnn["batch"], *cnn["image"])).astype(np.float32)
     y_cnn = rng.integers(0, cnn["classes"], cnn["batch"])
@@ -128,17 +125,23 @@ def bench(repeats: int, cnn: dict[str, Any] = CNN, lm: dict[str, Any] = LM, seed
     for policy in POLICIES:
         c = cnn_model(policy, cnn["filters"], cnn["classes"], seed)
         m = lm_model(policy, lm["vocab"], lm["length"], lm["dim"], lm["heads"], lm["ff"], seed)
-        steps[f"cnn {policy}"] = lambda c=c: nn_step(c, loss_fn, x_cnn, y_cnn)
-        steps[f"lm {policy}"] = lambda m=m: nn_step(m, loss_fn, x_lm, y_lm)
-    if with_torch:
-        steps.update(torch_steps(x_cnn, y_cnn, x_lm, y_lm))
-    return interleaved_times(steps, repeats)
+        steps[f"cnn {policy}"] = timed(lambda c=c: nn_step(c, loss_fn, x_cnn, y_cnn))
+        steps[f"lm {policy}"] = timed(lambda m=m: nn_step(m, loss_fn, x_lm, y_lm))
+    if not with_torch:
+        return rotated_times([steps], repeats)
+    child = TorchProcess(x_cnn, y_cnn, x_lm, y_lm, cnn, lm, LR)
+    try:
+        torch_steps = {name: lambda name=name: child.time(name) for name in child.names}
+        return rotated_times([steps, torch_steps], repeats, gap=GAP)
+    finally:
+        child.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10, help="steps timed per variant")
     args = parser.parse_args()
+    warmup(progress=False)  # no timed step may take fpsim's interim numpy path
     times = bench(args.repeats)
     header = (f"| {'model':<5} | {'step':<6} | {'f32 ms':>8} | {'mixed16 ms':>10} | "
               f"{'mixedbf16 ms':>12} | {'torch f32 ms':>12} | {'mixed16 / f32':>13} | "

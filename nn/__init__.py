@@ -5,7 +5,7 @@ output to its format and every gradient to the format of the tensor it belongs t
 follow Keras dtype policies ("float32", "mixed_float16", "mixed_bfloat16", "float16", ...).
 """
 
-from nn import functions, layers, losses, metrics, registry
+from nn import functions, layers, losses, memory, metrics, registry
 from nn.autograd import Function, is_grad_enabled, no_grad
 from nn.layers import (
     Activation,
@@ -89,3 +89,5 @@ from nn import fp8  # noqa: E402
 from nn.fp8 import fp8_autocast  # noqa: E402
 
 __all__ += ["fp8", "fp8_autocast"]
+
+memory.apply_default()  # keep freed memory for the next step (nn.memory; NN_RETAIN_FREED_MEMORY=0)

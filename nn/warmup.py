@@ -21,9 +21,19 @@ def _train_step() -> None:
     model.fit(x, np.arange(8) % 3, batch_size=8, epochs=1, verbose=0)
 
 
+def _conv_kernels() -> None:
+    from nn._conv_kernels import col2im_add, max_pool_window_grads
+
+    for dtype in (np.float32, np.float64):  # the policies' carriers, float64 for gradient checks
+        image, windows = np.zeros((1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 1, 1, 1), dtype)
+        col2im_add(windows, image, 1, 1)
+        max_pool_window_grads(image, image, image, 1, 1, dtype(1), windows)
+
+
 def tasks() -> list[tuple[str, Callable[[], object]]]:
-    """fpsim's warmup calls, then a mixed_float16 training step (nn's fused kernels)."""
-    return [*fpsim_tasks(), ("nn training step", _train_step)]
+    """fpsim's warmup calls, a mixed_float16 training step (nn's fused kernels), then the
+    convolution kernels."""
+    return [*fpsim_tasks(), ("nn training step", _train_step), ("nn conv kernels", _conv_kernels)]
 
 
 def warmup(progress: bool = True) -> None:

@@ -62,6 +62,7 @@ from nn.functions.embedding import embedding
 from nn.functions.linalg import Linear, MatMul, linear, matmul
 from nn.functions.losses import SparseSoftmaxCrossEntropy, sparse_softmax_cross_entropy
 from nn.functions.norm import layer_norm, moments, normalize
+from nn.functions.pooling import max_pool2d
 from nn.functions.reductions import Max, Mean, Sum, max, mean, sum
 from nn.functions.shape import (
     BroadcastTo,
@@ -87,7 +88,7 @@ __all__ = [
 ]
 # the layers' ops: convolution, normalization, embedding, attention, chosen accumulators
 __all__ += ["accumulated_linear", "accumulated_matmul", "attention", "conv2d", "embedding",
-            "layer_norm", "moments", "normalize", "patches"]
+            "layer_norm", "max_pool2d", "moments", "normalize", "patches"]
 
 
 

@@ -1,11 +1,12 @@
 """Pooling layers (Keras face, channels-last): MaxPooling2D, AveragePooling2D,
 GlobalAveragePooling2D.
 
-Numerics: windows are gathered exactly (nn.functions.conv.patches). The maximum is exact; its
-gradient goes to the window's maximum (shared equally between tied maxima, where TensorFlow
-and PyTorch pick one). Averages are summed in fp32 and rounded once to the compute format;
-with ``padding="same"`` an average counts only the real (unpadded) cells, as TensorFlow does.
-Max pooling pads with -inf, so padding never wins.
+Numerics: average windows are gathered exactly (nn.functions.conv.patches); max pooling reads
+them as strided views (nn.functions.pooling.max_pool2d, the same results without the copy).
+The maximum is exact; its gradient goes to the window's maximum (shared equally between tied
+maxima, where TensorFlow and PyTorch pick one). Averages are summed in fp32 and rounded once
+to the compute format; with ``padding="same"`` an average counts only the real (unpadded)
+cells, as TensorFlow does. Max pooling pads with -inf, so padding never wins.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from nn import functions as F
 from nn.functions._common import constant
 from nn.functions.conv import PADDINGS, pair, patches
+from nn.functions.pooling import max_pool2d
 from nn.layers.base import Layer, register
 from nn.layers.conv import keras_name, unsupported
 from nn.policy import Policy
@@ -60,7 +62,8 @@ class MaxPooling2D(_Pooling2D):
     """The maximum of each ``pool_size`` window (exact)."""
 
     def call(self, x: Tensor, training: bool = False) -> Tensor:
-        return F.cast(F.max(self.windows(x, fill=-np.inf), axis=(3, 4)), self.compute_format)
+        y = max_pool2d(x, self.pool_size, self.strides, self.padding)
+        return F.cast(y, self.compute_format)
 
 
 @register

@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import nn
 
@@ -30,3 +31,29 @@ def test_an_sgd_step_lowers_the_loss_of_the_language_model():
     bench_models.LR = 0.1
     losses = [bench_models.nn_step(model, loss_fn, ids[:, :-1], ids[:, 1:]) for _ in range(5)]
     assert losses[-1] < losses[0]
+
+
+def test_rotated_rounds_start_one_step_later_each_round_group_after_group():
+    calls: list[str] = []
+    nn_steps = {k: (lambda k=k: calls.append(k) or 1.0) for k in "abc"}
+    torch_steps = {k: (lambda k=k: calls.append(k) or 2.0) for k in "xy"}
+    times = bench_models.rotated_times([nn_steps, torch_steps], 3)
+    assert calls == list("abcxy" "abcxy" "bcayx" "cabxy")  # warm-up, then three rounds
+    assert times == {**{k: [1.0] * 3 for k in "abc"}, **{k: [2.0] * 3 for k in "xy"}}
+
+
+def test_the_torch_child_answers_with_no_steps_where_torch_is_not_importable():
+    import sys
+
+    sys.path.insert(0, str(_PATH.parent))
+    from torch_models import TorchProcess
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        child = TorchProcess(np.zeros((1, 4, 4, 1), np.float32), np.zeros(1, np.int64),
+                             np.zeros((1, 4), np.int64), np.zeros((1, 4), np.int64), {}, {}, 0.1)
+        assert child.names == []
+        assert child.close() == 0
+    else:
+        pytest.skip("torch is importable here")

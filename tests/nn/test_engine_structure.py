@@ -21,8 +21,8 @@ from nn import tensor
 
 ROOT = Path(nn.__file__).resolve().parent
 ENGINE_LAYERS = [
-    {"nn.sites", "nn.policy", "nn._kernels", "nn._buffers", "nn.checks", "nn.fp8.state",
-     "nn.fp8.recipes", "nn.functions.fp16_accumulate"},
+    {"nn.sites", "nn.policy", "nn._kernels", "nn._buffers", "nn._conv_kernels", "nn.checks",
+     "nn.fp8.state", "nn.fp8.recipes", "nn.functions.fp16_accumulate"},
     {"nn.rounding", "nn.autocast", "nn.dtypes"},
     {"nn.tensor"},
     {"nn.autograd", "nn.fp8.scope"},
@@ -30,7 +30,7 @@ ENGINE_LAYERS = [
      "nn.functions.elementwise", "nn.functions.linalg", "nn.functions.losses",
      "nn.functions.reductions", "nn.functions.shape", "nn.functions",
      "nn.functions.accumulate", "nn.functions.attention", "nn.functions.conv",
-     "nn.functions.embedding", "nn.functions.norm", "nn.fp8.ops"},
+     "nn.functions.embedding", "nn.functions.norm", "nn.functions.pooling", "nn.fp8.ops"},
 ]
 
 

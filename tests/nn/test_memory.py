@@ -1,0 +1,88 @@
+"""nn.memory: after ``import nn`` a training loop's large temporaries reuse freed memory
+instead of faulting fresh pages in every step (glibc only); NN_RETAIN_FREED_MEMORY=0 opts out."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nn import memory
+
+GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+
+
+def _huge_pages_always() -> bool:
+    """Transparent huge pages for every mapping: fresh memory then faults 2 MiB at a time."""
+    try:
+        return "[always]" in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return False
+
+# Six 3 MiB arrays written and freed, four times after a first round: under glibc's own
+# thresholds the freed heap top (18 MiB) exceeds the trim threshold and is handed back, so each
+# round faults its 4608 pages in again.
+PATTERN = """
+import resource
+import numpy as np
+import nn
+
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+def round_of_temporaries():
+    arrays = [np.ones(3 << 18, np.float32) for _ in range(6)]
+    del arrays
+
+round_of_temporaries()
+before = faults()
+for _ in range(4):
+    round_of_temporaries()
+print(faults() - before)
+"""
+
+
+def page_faults_of_the_pattern(env_value: str | None) -> int:
+    env = dict(os.environ)
+    env.pop(memory.ENV, None)
+    if env_value is not None:
+        env[memory.ENV] = env_value
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                         env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", PATTERN], env=env, capture_output=True,
+                         text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
+def test_after_import_nn_freed_temporaries_are_reused_without_page_faults():
+    assert page_faults_of_the_pattern(None) < 100  # 4 x 4608 pages without the setting
+
+
+@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
+@pytest.mark.skipif(_huge_pages_always(), reason="pages fault 2 MiB at a time here")
+def test_opting_out_leaves_glibc_to_hand_the_memory_back_so_every_round_faults_again():
+    assert page_faults_of_the_pattern("0") > 4 * 4000
+
+
+def test_apply_default_is_off_for_zero_and_rejects_other_values_naming_the_variable(
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(memory.ENV, "0")
+    assert memory.apply_default() is False
+    monkeypatch.setenv(memory.ENV, "yes")
+    with pytest.raises(ValueError, match=r"NN_RETAIN_FREED_MEMORY must be 0 .* or 1, got 'yes'"):
+        memory.apply_default()
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"mmap_threshold": -1}, "mmap_threshold must be a whole number of bytes >= 0, got -1"),
+    ({"trim_threshold": 1.5}, "trim_threshold must be a whole number of bytes >= 0, got 1.5"),
+    ({"mmap_threshold": 64 << 20}, "mmap_threshold must be at most 33554432"),
+])
+def test_retain_freed_memory_rejects_bad_thresholds_naming_them(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        memory.retain_freed_memory(**kwargs)
