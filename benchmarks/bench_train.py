@@ -121,10 +121,11 @@ def page_faults(steps: dict[str, Callable[[], float]], repeats: int) -> dict[str
     where ``resource`` is missing (Windows).
 
     A fault is a fresh page of memory touched for the first time, about a microsecond each:
-    glibc's malloc returns the freed top of the heap to the kernel between steps, so a step
-    that allocates its large arrays afresh pays for their pages again every step (the reason
-    nn recycles them: ``nn._buffers``). All variants share one heap, so each one's count
-    depends on the others' allocations too.
+    under glibc's own settings malloc returns the freed top of the heap to the kernel between
+    steps, so a step that allocates its large arrays afresh pays for their pages again every
+    step (the reason ``import nn`` tells malloc to keep them: ``nn.memory``; run with
+    ``NN_RETAIN_FREED_MEMORY=0`` to see the faults). All variants share one heap, so each
+    one's count depends on the others' allocations too.
     """
     try:
         import resource
@@ -141,28 +142,11 @@ def page_faults(steps: dict[str, Callable[[], float]], repeats: int) -> dict[str
     return {k: c / repeats for k, c in counts.items()}
 
 
-def keep_heap() -> None:
-    """glibc only: mallopt(M_TRIM_THRESHOLD) and mallopt(M_MMAP_THRESHOLD) at 1 GiB, so freed
-    memory stays in the heap and every variant reuses its pages (for this process only)."""
-    import ctypes
-    import ctypes.util
-
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    m_trim_threshold, m_mmap_threshold = -1, -3  # (malloc.h)
-    if not (libc.mallopt(m_trim_threshold, 1 << 30) and libc.mallopt(m_mmap_threshold, 1 << 30)):
-        raise RuntimeError("--keep-heap: mallopt refused (is this glibc?)")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the 784-4096-4096-10 model")
     parser.add_argument("--repeats", type=int, default=0, help="steps timed per variant")
-    parser.add_argument("--keep-heap", action="store_true",
-                        help="tell glibc's malloc never to trim the heap or map arrays apart "
-                             "(no page faults for anyone: compares the arithmetic alone)")
     args = parser.parse_args()
-    if args.keep_heap:
-        keep_heap()
     cases = [([64, 256, 256, 10], 256, 60), ([64, 256, 256, 10], 2048, 20)]
     if not args.quick:
         cases.append(([784, 4096, 4096, 10], 1024, 5))

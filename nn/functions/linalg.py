@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fpsim import FP32, Format
-from nn import _buffers, _kernels, rounding
+from nn import _kernels, rounding
 from nn.autograd import Context, Function, grad_site
 from nn.fp8.ops import linear as fp8_linear
 from nn.fp8.ops import matmul as fp8_matmul
@@ -30,20 +30,6 @@ from nn.rounding import kernel_params, round_array
 from nn.tensor import Tensor
 
 _NO_BIAS = np.zeros(1, dtype=np.float32)
-
-
-def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.matmul(a, b)``; a float32 product writes into a recycled array (``nn._buffers``:
-    a step's large arrays then cost no fresh pages)."""
-    if a.dtype == b.dtype == np.float32 and a.ndim >= 2 and b.ndim >= 2:
-        lead = a.shape[:-2]
-        if a.ndim > 2 or b.ndim > 2:
-            try:
-                lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-            except ValueError:
-                return np.matmul(a, b)  # (numpy's own error names the operands)
-        return np.matmul(a, b, out=_buffers.empty((*lead, a.shape[-2], b.shape[-1])))
-    return np.matmul(a, b)
 
 
 def _swap_last(t: Tensor) -> Tensor:
@@ -68,7 +54,7 @@ class MatMul(Function):
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray, out_fmt: Any = "promote",
                 site: str | None = None) -> np.ndarray:
         with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is NaN, as in IEEE
-            z = _matmul(a, b)
+            z = np.matmul(a, b)
         if site is None:
             return finish(ctx, z)
         inplace = z if z.dtype == carrier_dtype(ctx.fmt) else None
@@ -94,7 +80,7 @@ class Linear(Function):
     ) -> np.ndarray:
         ctx.saved["relu"] = relu
         with np.errstate(invalid="ignore", over="ignore"):
-            z = _matmul(x, w)
+            z = np.matmul(x, w)
         if z.dtype == np.float32 and z.ndim == 2 and z.size > 0:
             # float32 needs no rounding: the kernel then only fuses bias + relu
             exact = ctx.fmt is FP32 or ctx.fmt == FP32

@@ -21,7 +21,7 @@ from nn import tensor
 
 ROOT = Path(nn.__file__).resolve().parent
 ENGINE_LAYERS = [
-    {"nn.sites", "nn.policy", "nn._kernels", "nn._buffers", "nn._conv_kernels", "nn.checks",
+    {"nn.sites", "nn.policy", "nn._kernels", "nn._conv_kernels", "nn.checks",
      "nn.fp8.state", "nn.fp8.recipes", "nn.functions.fp16_accumulate"},
     {"nn.rounding", "nn.autocast", "nn.dtypes"},
     {"nn.tensor"},

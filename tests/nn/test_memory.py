@@ -3,6 +3,7 @@ instead of faulting fresh pages in every step (glibc only); NN_RETAIN_FREED_MEMO
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import subprocess
@@ -86,3 +87,23 @@ def test_apply_default_is_off_for_zero_and_rejects_other_values_naming_the_varia
 def test_retain_freed_memory_rejects_bad_thresholds_naming_them(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         memory.retain_freed_memory(**kwargs)
+
+
+def _bench_train():
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_train.py"
+    spec = importlib.util.spec_from_file_location("bench_train_for_memory", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not GLIBC, reason="counts glibc's page faults")
+def test_a_warm_mixed_float16_mlp_step_touches_almost_no_fresh_pages():
+    # under glibc's own thresholds: about 350 faults a step here (its arrays' pages, every step)
+    assert memory.apply_default() or os.environ.get(memory.ENV) == "0"
+    if os.environ.get(memory.ENV) == "0":
+        pytest.skip(f"{memory.ENV}=0 in this environment")
+    bench_train = _bench_train()
+    steps = bench_train.make_steps([64, 256, 256, 10], batch=256)
+    counts = bench_train.page_faults({"mixed": steps["nn mixed_float16"]}, repeats=10)
+    assert counts is not None and counts["mixed"] < 32
