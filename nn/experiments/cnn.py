@@ -69,18 +69,20 @@ class CNNConfig:
         return replace(self, **changes)
 
 
-def build_cnn(config: CNNConfig, policy: str, *, stats_dtype: str | None = None
-              ) -> nn.Sequential:
+def build_cnn(config: CNNConfig, policy: str, *, stats_dtype: str | None = None,
+              accumulator: str | None = None) -> nn.Sequential:
     """The network under ``policy``, weights from ``config.seed``; ``stats_dtype`` (e.g.
     "float16") is every BatchNormalization's ``statistics_dtype`` (its statistics and the
-    normalization in that format, its variables in the policy's)."""
+    normalization in that format, its variables in the policy's); ``accumulator`` (e.g.
+    "float16") is every Conv2D's accumulator format, forward and backward (None: fp32)."""
     nn.set_random_seed(config.seed)
     with nn.policy_scope(policy):
         stack: list[Any] = []
         for i, filters in enumerate(config.filters, 1):
             if i > 1:
                 stack.append(layers.MaxPooling2D(name=f"pool{i - 1}"))
-            stack += [layers.Conv2D(filters, config.kernel_size, padding="same", name=f"conv{i}"),
+            stack += [layers.Conv2D(filters, config.kernel_size, padding="same", name=f"conv{i}",
+                                    accumulator=accumulator),
                       layers.BatchNormalization(momentum=config.bn_momentum, name=f"bn{i}",
                                                 statistics_dtype=stats_dtype),
                       layers.ReLU(name=f"relu{i}")]
@@ -164,15 +166,15 @@ class StepProbe:
 
 
 def train_cnn(label: str, config: CNNConfig, policy: str, *, stats_dtype: str | None = None,
-              loss_scale: str | float = "dynamic", watch: bool = False
-              ) -> tuple[LMRun, StepProbe]:
-    """Train ``build_cnn(config, policy, stats_dtype=...)`` for ``config.steps`` steps and
-    measure it: held-out loss and accuracy (inference mode: the moving statistics), the
-    last steps' training loss, skipped steps, the first step whose loss was not finite. The
-    probe has the per-step BatchNormalization state and, with ``watch``, every rounding's
-    overflow events per step (fpsim.monitor; slower)."""
+              accumulator: str | None = None, loss_scale: str | float = "dynamic",
+              watch: bool = False) -> tuple[LMRun, StepProbe]:
+    """Train ``build_cnn(config, policy, stats_dtype=..., accumulator=...)`` for
+    ``config.steps`` steps and measure it: held-out loss and accuracy (inference mode: the
+    moving statistics), the last steps' training loss, skipped steps, the first step whose
+    loss was not finite. The probe has the per-step BatchNormalization state and, with
+    ``watch``, every rounding's overflow events per step (fpsim.monitor; slower)."""
     (x, y), (x_test, y_test) = data_for(config)
-    model = build_cnn(config, policy, stats_dtype=stats_dtype)
+    model = build_cnn(config, policy, stats_dtype=stats_dtype, accumulator=accumulator)
     model.compile(config.make_optimizer(), SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     start = time.perf_counter()
