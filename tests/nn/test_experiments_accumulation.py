@@ -155,3 +155,15 @@ def test_full_size_fp16_accumulation_swamps_half_the_first_sum_and_no_seed_agree
     assert r.extra["small_batch"]["relative_error"]["conv1"] < r.extra["relative_error"]["conv1"]
     assert all(math.isfinite(run.test_loss) for run in r.runs)
     assert not r.loss_effect_shown
+
+
+def test_the_plotted_running_sum_ends_where_the_fp16_replay_does():
+    # two roundings to fp16: numpy's float64 -> float16 conversion and fpsim.round
+    rows, grads = accumulation.conv_kernel_sums(CI)["conv1"]
+    replay, _ = accumulation.sequential_fp16_sum(rows, grads)
+    for i, j in ((0, 0), (4, 3)):
+        products = rows[:, i] * grads[:, j]
+        fp16, exact = accumulation.running_sums(products)
+        assert fp16[-1] == replay[i, j] and len(fp16) == len(exact) == rows.shape[0]
+        assert exact[-1] == pytest.approx(products.sum())
+    assert len(accumulation.kernel_gradient_sums(CI)["running_sums"][0]) == 16 * 64
