@@ -10,7 +10,9 @@ return the measured numbers (dataclasses; nothing is printed here).
   fp32 statistics, fp32 accumulation, Adam's state in fp16, bf16 against fp16); experiment 3
   runs on ``cnn``'s small CNN fed raw 0-255 pixels (``statistics``), its language-model
   version is ``statistics_lm``; experiment 4 runs on the same CNN at batch 256
-  (``accumulation``), its language-model version is ``fp32_accumulation_lm``.
+  (``accumulation``), its language-model version is ``fp32_accumulation_lm``; experiment
+  2 on the CNN with Adam lr 3e-4 (``master_weights``), its language-model version is
+  ``master_weights_lm``.
 """
 
 from nn.experiments.cnn import CNNConfig, build_cnn, train_cnn
@@ -58,6 +60,7 @@ from nn.experiments.stories import (
     fp32_statistics,
     fp32_statistics_lm,
     master_weights,
+    master_weights_lm,
     underflow_from_averaging,
     underflow_with_sgd,
 )
@@ -77,7 +80,8 @@ def experiment_names() -> list[str]:
 __all__ = [
     "DEFAULT", "DEFAULT_EXPERIMENT", "EXPERIMENTS", "EXPERIMENT_TITLES", "QUICK_STEPS",
     "CNNConfig", "ExperimentResult", "LMConfig", "LMRun", "adam_state", "bf16_vs_fp16",
-    "build_cnn", "build_lm", "fp32_accumulation_lm", "fp32_statistics_lm", "train_cnn",
+    "build_cnn", "build_lm", "master_weights_lm", "fp32_accumulation_lm", "fp32_statistics_lm",
+    "train_cnn",
     "default_config", "underflow_with_sgd",
     "experiment_names", "findings", "fp32_accumulation", "fp32_statistics", "master_weights",
     "train_lm", "underflow_from_averaging", "warm_up_experiment",

@@ -42,7 +42,8 @@ class CNNConfig:
     inputs' scale: 255 (8-bit pixels as stored) or 1 (divided by 255, the other idiom).
     ``bn_momentum`` 0.9 is PyTorch's default (its momentum=0.1); Keras's 0.99 leaves the
     moving statistics far from the batch statistics after 200 steps, so the float32 model's
-    held-out accuracy would lag its training."""
+    held-out accuracy would lag its training. ``optimizer`` is "sgd" (with ``momentum``) or
+    "adam" (Keras's defaults beside the learning rate)."""
 
     filters: tuple[int, ...] = (16, 32)
     kernel_size: int = 3
@@ -53,17 +54,28 @@ class CNNConfig:
     learning_rate: float = 0.1
     momentum: float = 0.9
     seed: int = 0
+    optimizer: str = "sgd"
 
     def describe(self) -> str:
         filters = ", ".join(map(str, self.filters))
         return (f"CNN on 8x8 digits, pixels 0-{self.pixel_max}: Conv2D {self.kernel_size}x"
                 f"{self.kernel_size} ({filters}) + BN (momentum {self.bn_momentum:g}) + ReLU, "
-                f"max-pool between, GAP, Dense 10; {self.steps} steps of SGD lr "
-                f"{self.learning_rate:g} momentum {self.momentum:g}, batch {self.batch_size}, "
-                f"seed {self.seed}")
+                f"max-pool between, GAP, Dense 10; {self.steps} steps of "
+                f"{self.optimizer_text()}, batch {self.batch_size}, seed {self.seed}")
+
+    def optimizer_text(self) -> str:
+        if self.optimizer == "adam":
+            return f"Adam lr {self.learning_rate:g}"
+        return f"SGD lr {self.learning_rate:g} momentum {self.momentum:g}"
 
     def make_optimizer(self) -> Any:
-        return nn.SGD(self.learning_rate, momentum=self.momentum)
+        """A new optimizer as configured."""
+        if self.optimizer == "sgd":
+            return nn.SGD(self.learning_rate, momentum=self.momentum)
+        if self.optimizer == "adam":
+            return nn.Adam(self.learning_rate)
+        raise ValueError(f"CNNConfig: optimizer must be 'sgd' or 'adam', got "
+                         f"{self.optimizer!r}")
 
     def with_(self, **changes: Any) -> CNNConfig:
         return replace(self, **changes)

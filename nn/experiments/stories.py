@@ -6,7 +6,8 @@ rows of ``fpsim compare --experiment NAME`` and whose properties are the numbers
 assert. ``knob`` says which real setting produced the effect at this size.
 
 1. ``underflow_from_averaging``: unscaled mixed_float16 vs float32 vs dynamic loss scaling.
-2. ``master_weights``: pure float16 weights vs fp32 master weights (swamped updates).
+2. ``master_weights``: pure float16 weights vs fp32 master weights on the CNN with Adam lr
+   3e-4 (``nn.experiments.master_weights``; ``master_weights_lm``: the LM at lr 1e-4).
 3. ``fp32_statistics``: BatchNormalization statistics in fp16 vs fp32 on a CNN fed raw
    pixels (``fp32_statistics_lm``: attention softmax and LayerNorm statistics on the LM).
 4. ``fp32_accumulation``: the convolutions' products added in fp16 vs fp32 on the CNN
@@ -27,6 +28,8 @@ import nn
 from nn.experiments.accumulation import ACCUMULATION_DEFAULT, fp32_accumulation
 from nn.experiments.accumulation import findings as accumulation_findings
 from nn.experiments.lm import LMConfig, LMRun, build_lm, data_for, train_lm
+from nn.experiments.master_weights import MASTER_DEFAULT, master_weights
+from nn.experiments.master_weights import findings as master_findings
 from nn.experiments.result import LOSS_EFFECT, ExperimentResult
 from nn.experiments.statistics import CNN_DEFAULT, fp32_statistics
 from nn.experiments.statistics import findings as statistics_findings
@@ -82,8 +85,8 @@ def underflow_with_sgd(config: LMConfig = SGD_CONFIG) -> ExperimentResult:
 
 
 # --- 2 ----------------------------------------------------------------------------------------
-def master_weights(config: LMConfig = DEFAULT, learning_rate: float = 1e-4
-                   ) -> ExperimentResult:
+def master_weights_lm(config: LMConfig = DEFAULT, learning_rate: float = 1e-4
+                      ) -> ExperimentResult:
     """fp32 master weights (mixed_float16) against pure float16 weights, both loss-scaled so
     that underflow is not the difference, at ``learning_rate`` (default 1e-4, a late-training
     or fine-tuning rate: Adam's steps are then about 1e-4, below half an ulp of every fp16
@@ -98,7 +101,7 @@ def master_weights(config: LMConfig = DEFAULT, learning_rate: float = 1e-4
     ]
     shares = {r.label: r.swamped_updates / max(_updates(config, r), 1) for r in runs}
     return ExperimentResult(
-        "master-weights", "fp32 master weights vs pure float16 weights", config,
+        "master-weights-lm", "fp32 master weights vs pure float16 weights", config,
         f"the learning rate {learning_rate:g}: updates below half an ulp of fp16 weights", runs,
         {"swamped_share": shares}, (runs[1].label, runs[0].label))
 
@@ -268,6 +271,7 @@ EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
     "underflow": underflow_from_averaging,
     "underflow-sgd": underflow_with_sgd,
     "master-weights": master_weights,
+    "master-weights-lm": master_weights_lm,
     "statistics": fp32_statistics,
     "statistics-lm": fp32_statistics_lm,
     "accumulation": fp32_accumulation,
@@ -280,7 +284,8 @@ TITLES: dict[str, str] = {
     "underflow": "underflow from averaging (unscaled mixed_float16 vs float32 vs dynamic "
                  "loss scaling)",
     "underflow-sgd": "underflow from averaging, trained with SGD + momentum (300 steps)",
-    "master-weights": "fp32 master weights vs pure float16 weights (swamped updates)",
+    "master-weights": "fp32 master weights vs pure float16 weights (a CNN, Adam lr 3e-4)",
+    "master-weights-lm": "fp32 master weights vs pure float16 weights (the LM, Adam lr 1e-4)",
     "statistics": "BatchNormalization statistics in fp32 vs fp16 (a CNN fed 0-255 pixels)",
     "statistics-lm": "attention softmax and LayerNorm statistics in fp32 vs fp16 (the LM)",
     "accumulation": "fp32 vs fp16 accumulation in the convolutions (a CNN, batch 256: "
@@ -296,11 +301,13 @@ QUICK_STEPS = 40
 def default_config(name: str) -> Any:
     """The configuration experiment ``name`` runs with by default: ``DEFAULT`` (an LMConfig),
     ``SGD_CONFIG`` for "underflow-sgd", the CNN's ``CNN_DEFAULT`` for "statistics" and
-    ``ACCUMULATION_DEFAULT`` (batch 256) for "accumulation"."""
+    ``ACCUMULATION_DEFAULT`` (batch 256) for "accumulation", ``MASTER_DEFAULT`` (Adam lr
+    3e-4) for "master-weights"."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; known: {sorted(EXPERIMENTS)}")
     return {"underflow-sgd": SGD_CONFIG, "statistics": CNN_DEFAULT,
-            "accumulation": ACCUMULATION_DEFAULT}.get(name, DEFAULT)
+            "accumulation": ACCUMULATION_DEFAULT,
+            "master-weights": MASTER_DEFAULT}.get(name, DEFAULT)
 
 
 def warm_up(name: str) -> float:
@@ -323,6 +330,8 @@ def findings(result: ExperimentResult) -> list[str]:
             f"held-out loss {r.gap(bad.label):+.3f} nats/char vs float32",
             f"dynamic loss scaling: {r.gap('mixed_float16 + dynamic'):+.3f} vs float32"]
     elif r.name == "master-weights":
+        lines += master_findings(r)
+    elif r.name == "master-weights-lm":
         shares = r.extra["swamped_share"]
         lines += [f"{label}: {share:.1%} of weight updates swamped (lost below half an ulp)"
                   for label, share in shares.items()]
