@@ -7,7 +7,7 @@ assert. ``knob`` says which real setting produced the effect at this size.
 
 1. ``underflow_from_averaging``: unscaled mixed_float16 vs float32 vs dynamic loss scaling.
 2. ``master_weights``: pure float16 weights vs fp32 master weights on the CNN with Adam lr
-   3e-4 (``nn.experiments.master_weights``; ``master_weights_lm``: the LM at lr 1e-4).
+   3e-4 (``nn.experiments.masters``; ``master_weights_lm``: the LM at lr 1e-4).
 3. ``fp32_statistics``: BatchNormalization statistics in fp16 vs fp32 on a CNN fed raw
    pixels (``fp32_statistics_lm``: attention softmax and LayerNorm statistics on the LM).
 4. ``fp32_accumulation``: the convolutions' products added in fp16 vs fp32 on the CNN
@@ -28,8 +28,8 @@ import nn
 from nn.experiments.accumulation import ACCUMULATION_DEFAULT, fp32_accumulation
 from nn.experiments.accumulation import findings as accumulation_findings
 from nn.experiments.lm import LMConfig, LMRun, build_lm, data_for, train_lm
-from nn.experiments.master_weights import MASTER_DEFAULT, master_weights
-from nn.experiments.master_weights import findings as master_findings
+from nn.experiments.masters import MASTER_DEFAULT, master_weights
+from nn.experiments.masters import findings as master_findings
 from nn.experiments.result import LOSS_EFFECT, ExperimentResult
 from nn.experiments.statistics import CNN_DEFAULT, fp32_statistics
 from nn.experiments.statistics import findings as statistics_findings

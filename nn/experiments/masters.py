@@ -65,7 +65,7 @@ def master_weights(config: CNNConfig = MASTER_DEFAULT,
         a, _ = train_cnn("fp32 masters", other, "mixed_float16")
         b, _ = train_cnn("float16", other, "float16", stats_dtype="float32")
         extra["spread"][seed] = b.test_loss - a.test_loss
-    knob = (f"the learning rate: {config.optimizer_text()}, steps of about "
+    knob = (f"the learning rate: {config.optimizer_text()}, steps of at most about "
             f"{config.learning_rate:g} per weight, below half an fp16 ulp of every weight of "
             f"magnitude {extra['swamp_threshold']:g} or more (BatchNormalization's gammas "
             "start at 1)")
