@@ -7,9 +7,10 @@ on other seeds.
 
 The knob is the learning rate, and nothing staged: Adam's step is about ``lr`` per weight
 whatever the gradient's size, and fp16 keeps 11 significant bits, so a step of 3e-4 is below
-half an ulp of every fp16 weight of magnitude 1 or more: such a weight never moves up. Every
-BatchNormalization's gamma starts at exactly 1.0 (where fp16's spacing is 2**-10 above and
-2**-11 below), so in pure float16 the gammas cannot grow; fp32 masters keep every step.
+half an ulp of every fp16 weight of magnitude 1 or more: such a step away from zero is lost.
+Every BatchNormalization's gamma starts at exactly 1.0 (where fp16's spacing is 2**-10 above
+and 2**-11 below), so in pure float16 a gamma cannot grow by such steps; fp32 masters keep
+every step.
 """
 
 from __future__ import annotations
