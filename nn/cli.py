@@ -111,10 +111,11 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                              f"({ex.QUICK_EPOCHS} with --quick)")
     parser.add_argument("--steps", type=positive_int, default=None,
                         help=f"the experiments (not digits): training steps per run; None: "
-                             f"{ex.DEFAULT.steps} (underflow-sgd "
-                             f"{ex.default_config('underflow-sgd').steps}, statistics "
-                             f"{ex.default_config('statistics').steps}; {ex.QUICK_STEPS} "
-                             "with --quick)")
+                             f"{ex.DEFAULT.steps} (" + ", ".join(
+                                 f"{name} {ex.default_config(name).steps}"
+                                 for name in ex.EXPERIMENTS
+                                 if ex.default_config(name).steps != ex.DEFAULT.steps)
+                             + f"; {ex.QUICK_STEPS} with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
                              "steps)")

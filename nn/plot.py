@@ -217,6 +217,14 @@ def experiment_figure(result: Any, path: str | Path) -> Path:
         ax.set_title(f"{result.runs[0].label}, trained: (x - mean)^2 at the first "
                      f"BatchNormalization's input\nagainst fp16's range (in fp16: {share})",
                      fontsize="medium")
+    elif "running_sums" in result.extra:  # experiment 4: one kernel-gradient sum, replayed
+        fp16, exact_sum = result.extra["running_sums"]
+        axes[1].plot(exact_sum, label="exact", lw=1)
+        axes[1].plot(fp16, label="fp16 accumulator", lw=1)
+        axes[1].set_xlabel("additions (image x pixel)")
+        axes[1].set_title("the first convolution's kernel gradient, the element furthest from "
+                          "exact:\nits running sum in fp16 against exact", fontsize="medium")
+        axes[1].legend(fontsize="small")
     elif exact is not None and exact.history.exponent_counts["activation"].any():
         ax = gradient_exponents(exact.history, "fp16", ax=axes[1])
         share = ax.get_title().split(": ", 1)[-1]

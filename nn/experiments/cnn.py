@@ -42,7 +42,8 @@ class CNNConfig:
     inputs' scale: 255 (8-bit pixels as stored) or 1 (divided by 255, the other idiom).
     ``bn_momentum`` 0.9 is PyTorch's default (its momentum=0.1); Keras's 0.99 leaves the
     moving statistics far from the batch statistics after 200 steps, so the float32 model's
-    held-out accuracy would lag its training."""
+    held-out accuracy would lag its training. ``optimizer`` is "sgd" (with ``momentum``) or
+    "adam" (Keras's defaults beside the learning rate)."""
 
     filters: tuple[int, ...] = (16, 32)
     kernel_size: int = 3
@@ -53,34 +54,47 @@ class CNNConfig:
     learning_rate: float = 0.1
     momentum: float = 0.9
     seed: int = 0
+    optimizer: str = "sgd"
 
     def describe(self) -> str:
         filters = ", ".join(map(str, self.filters))
         return (f"CNN on 8x8 digits, pixels 0-{self.pixel_max}: Conv2D {self.kernel_size}x"
                 f"{self.kernel_size} ({filters}) + BN (momentum {self.bn_momentum:g}) + ReLU, "
-                f"max-pool between, GAP, Dense 10; {self.steps} steps of SGD lr "
-                f"{self.learning_rate:g} momentum {self.momentum:g}, batch {self.batch_size}, "
-                f"seed {self.seed}")
+                f"max-pool between, GAP, Dense 10; {self.steps} steps of "
+                f"{self.optimizer_text()}, batch {self.batch_size}, seed {self.seed}")
+
+    def optimizer_text(self) -> str:
+        if self.optimizer == "adam":
+            return f"Adam lr {self.learning_rate:g}"
+        return f"SGD lr {self.learning_rate:g} momentum {self.momentum:g}"
 
     def make_optimizer(self) -> Any:
-        return nn.SGD(self.learning_rate, momentum=self.momentum)
+        """A new optimizer as configured."""
+        if self.optimizer == "sgd":
+            return nn.SGD(self.learning_rate, momentum=self.momentum)
+        if self.optimizer == "adam":
+            return nn.Adam(self.learning_rate)
+        raise ValueError(f"CNNConfig: optimizer must be 'sgd' or 'adam', got "
+                         f"{self.optimizer!r}")
 
     def with_(self, **changes: Any) -> CNNConfig:
         return replace(self, **changes)
 
 
-def build_cnn(config: CNNConfig, policy: str, *, stats_dtype: str | None = None
-              ) -> nn.Sequential:
+def build_cnn(config: CNNConfig, policy: str, *, stats_dtype: str | None = None,
+              accumulator: str | None = None) -> nn.Sequential:
     """The network under ``policy``, weights from ``config.seed``; ``stats_dtype`` (e.g.
     "float16") is every BatchNormalization's ``statistics_dtype`` (its statistics and the
-    normalization in that format, its variables in the policy's)."""
+    normalization in that format, its variables in the policy's); ``accumulator`` (e.g.
+    "float16") is every Conv2D's accumulator format, forward and backward (None: fp32)."""
     nn.set_random_seed(config.seed)
     with nn.policy_scope(policy):
         stack: list[Any] = []
         for i, filters in enumerate(config.filters, 1):
             if i > 1:
                 stack.append(layers.MaxPooling2D(name=f"pool{i - 1}"))
-            stack += [layers.Conv2D(filters, config.kernel_size, padding="same", name=f"conv{i}"),
+            stack += [layers.Conv2D(filters, config.kernel_size, padding="same", name=f"conv{i}",
+                                    accumulator=accumulator),
                       layers.BatchNormalization(momentum=config.bn_momentum, name=f"bn{i}",
                                                 statistics_dtype=stats_dtype),
                       layers.ReLU(name=f"relu{i}")]
@@ -164,15 +178,15 @@ class StepProbe:
 
 
 def train_cnn(label: str, config: CNNConfig, policy: str, *, stats_dtype: str | None = None,
-              loss_scale: str | float = "dynamic", watch: bool = False
-              ) -> tuple[LMRun, StepProbe]:
-    """Train ``build_cnn(config, policy, stats_dtype=...)`` for ``config.steps`` steps and
-    measure it: held-out loss and accuracy (inference mode: the moving statistics), the
-    last steps' training loss, skipped steps, the first step whose loss was not finite. The
-    probe has the per-step BatchNormalization state and, with ``watch``, every rounding's
-    overflow events per step (fpsim.monitor; slower)."""
+              accumulator: str | None = None, loss_scale: str | float = "dynamic",
+              watch: bool = False) -> tuple[LMRun, StepProbe]:
+    """Train ``build_cnn(config, policy, stats_dtype=..., accumulator=...)`` for
+    ``config.steps`` steps and measure it: held-out loss and accuracy (inference mode: the
+    moving statistics), the last steps' training loss, skipped steps, the first step whose
+    loss was not finite. The probe has the per-step BatchNormalization state and, with
+    ``watch``, every rounding's overflow events per step (fpsim.monitor; slower)."""
     (x, y), (x_test, y_test) = data_for(config)
-    model = build_cnn(config, policy, stats_dtype=stats_dtype)
+    model = build_cnn(config, policy, stats_dtype=stats_dtype, accumulator=accumulator)
     model.compile(config.make_optimizer(), SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     start = time.perf_counter()

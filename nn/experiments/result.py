@@ -29,10 +29,16 @@ class ExperimentResult:
     def loss_effect_shown(self) -> bool:
         """True when the held-out loss shows the effect: the contrast run's loss is not
         finite, or differs from its reference's by at least ``LOSS_EFFECT`` nats (per
-        character, or per image for the CNN)."""
+        character, or per image for the CNN); and when ``extra["spread"]`` holds the same
+        gap measured from other seeds (seed -> gap), every one of those does too, on the
+        same side (a gap that changes sign or shrinks below ``LOSS_EFFECT`` from one seed to
+        the next is noise)."""
         label, reference = self.contrast or (self.runs[-1].label, self.runs[0].label)
         gap = self.gap(label, reference)
-        return not math.isfinite(gap) or abs(gap) >= LOSS_EFFECT
+        if not math.isfinite(gap):
+            return True
+        gaps = [gap, *self.extra.get("spread", {}).values()]
+        return (all(g >= LOSS_EFFECT for g in gaps) or all(g <= -LOSS_EFFECT for g in gaps))
 
     def run(self, label: str) -> LMRun:
         """The run labelled ``label``."""

@@ -60,7 +60,7 @@ def test_pure_float16_weights_swamp_far_more_updates_than_fp32_masters():
 
 
 def test_fp16_accumulation_in_the_feed_forward_layers_trains_and_names_the_inner_sizes():
-    result = ex.fp32_accumulation(CI.with_(steps=3), accumulate_in=("logits", "ff"))
+    result = ex.fp32_accumulation_lm(CI.with_(steps=3), accumulate_in=("logits", "ff"))
     assert "feed-forward" in result.title and f"{CI.ff_dim}" in result.knob
     fp32, fp16 = result.runs
     assert math.isfinite(fp16.test_loss) and fp16.test_loss != fp32.test_loss
@@ -177,7 +177,7 @@ def test_full_size_adam_with_fp16_slots_is_nan_after_its_first_update():
 @pytest.mark.slow
 @full_size
 def test_full_size_fp16_accumulation_swamps_the_kernel_gradient_sum():
-    result = ex.fp32_accumulation()
+    result = ex.fp32_accumulation_lm()
     assert result.extra["swamped_additions"] > 0.05 and result.extra["relative_error"] > 0.01
 
 
