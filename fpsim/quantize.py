@@ -137,6 +137,7 @@ def directed_f32_constants(fmt: Format, subnormals: bool, policy: str) -> Direct
         SHIFT=np.uint32((23 - m) << c.CM),
         C_SUB=np.float32(2.0 ** (low + c.CM)),
         MAX=_float32_of_bits(max_bits),
+        MIN_NORMAL=np.float32(fmt.smallest_normal),
         FLUSH_BELOW=np.float32(0.0 if subnormals else fmt.smallest_normal),
         OVERFLOW=_float32_of_bits(overflow_bits),
         INF_RESULT=_float32_of_bits(c.INF_BITS if fmt.inf else overflow_bits),
@@ -289,12 +290,12 @@ def _directed_f32(
     dtype: np.dtype, mode: RoundingMode, counting: bool, fmt: Format, subnormals: bool,
     policy: str,
 ) -> tuple[Callable[..., Any], tuple[DirectedF32]] | None:
-    """(kernel, (p,)) of the float32 directed-mode path where it applies, else None (the
-    counting twin is the general kernel's one-mode specialisation)."""
-    if dtype != np.float32 or counting or mode not in _kernels.DIRECTED_F32_MODES:
+    """(kernel, (p,)) of the float32 directed-mode path (counting: its event-counting twin)
+    where it applies, else None."""
+    if dtype != np.float32 or mode not in _kernels.DIRECTED_F32_MODES:
         return None
     p = directed_f32_constants(fmt, subnormals, policy)
-    return None if p is None else (_kernels.directed_f32_range(mode), (p,))
+    return None if p is None else (_kernels.directed_f32_range(mode, counting), (p,))
 
 
 # float32 input to a format reaching below float32's normal range is rounded through float64
