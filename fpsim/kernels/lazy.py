@@ -14,7 +14,7 @@ milliseconds. So ``answer(kernel, n, args, run_kernel, stand_in)``:
   numpy, ``PIECE`` elements at a time (bounded extra memory), handing the rest of the array to
   the kernel as soon as it is ready. A stand-in answers at most ``STAND_IN_MAX`` elements of one
   call; past that the call waits for the compile and the kernel does the rest, so a huge array
-  never takes numpy's pace for longer than about a tenth of a second of numpy work.
+  never takes numpy's pace for longer than 0.1 to 0.2 s of numpy work (2^22 elements).
 
 The background compile has the same argument types as the call that asked for it (the arrays
 are zero-length views of the real ones), so the later call finds it. A process that exits
