@@ -279,7 +279,8 @@ def _round_in_carrier(
     parts = _kernels.lazy.answer(
         kernel, n, (*before, 0, 0, *after),
         lambda lo: _kernels.run(kernel, n, before, after, parallel=parallel, start=lo),
-        lambda lo, hi: stand_in(src, dst, lo, hi, *general_args))
+        lambda lo, hi: _kernels.run(stand_in, hi, (src, dst), general_args, parallel=parallel,
+                                    start=lo))
     if counting:
         counts = np.sum(parts, axis=0)
         monitor_record(site or "round", fmt, n, tuple(int(k) for k in counts))
@@ -348,7 +349,7 @@ def _round_through_float64(
     bits0 = wide.view(np.int64)
     parts = _kernels.lazy.answer(kernel, n, (bits0, bits0, 0, 0, m, seed, c, f),
                                  lambda lo: [detour(kernel, lo, n)],
-                                 lambda lo, hi: detour(stand_in, lo, hi))
+                                 lambda lo, hi: [detour(stand_in, lo, hi)])
     if counting:
         counts = np.sum(parts, axis=0)
         monitor_record(site or "round", fmt, n, tuple(int(k) for k in counts))

@@ -181,8 +181,8 @@ def test_numpy_answers_at_most_stand_in_max_elements_and_the_kernel_the_rest_bit
         got = fpsim.round(x, fmt, mode, rng=4) if monitored else None
     if not monitored:
         got = fpsim.round(x, fmt, mode, rng=4)
-    # (three pieces of numpy; the float64 detour numbers each piece's elements from 0)
-    assert [hi - lo for lo, hi in stand_in_pieces] == [lazy.PIECE] * 3
+    # three pieces by numpy (each maybe split over threads)
+    assert sum(hi - lo for lo, hi in stand_in_pieces) == 3 * lazy.PIECE
     stand_in_pieces.clear()
     with lazy.eager_compiles(), fpsim.monitor() as mon_kernel:
         want = fpsim.round(x, fmt, mode, rng=4) if monitored else None
@@ -198,7 +198,8 @@ def test_the_stand_in_hands_the_rest_to_the_kernel_as_soon_as_it_is_ready(stand_
     stand_in_pieces.compile_after_first = True  # (the compile ends during the first piece)
     x = (np.random.default_rng(7).standard_normal(_kernels.SPECIALISE_MIN) * 1e3)
     got = fpsim.round(x, "bf16", "stochastic", rng=9)
-    assert stand_in_pieces == [(0, lazy.PIECE)]
+    assert sorted(stand_in_pieces)[0][0] == 0
+    assert sum(hi - lo for lo, hi in stand_in_pieces) == lazy.PIECE  # the first piece only
     with lazy.eager_compiles():
         want = fpsim.round(x, "bf16", "stochastic", rng=9)
     np.testing.assert_array_equal(got, want)

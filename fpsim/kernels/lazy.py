@@ -98,14 +98,15 @@ def _wait_for(key: tuple) -> None:
 
 
 def answer(kernel: Callable[..., Any], n: int, args: tuple,
-           run_kernel: Callable[[int], list[Any]], stand_in: Callable[[int, int], Any]
+           run_kernel: Callable[[int], list[Any]], stand_in: Callable[[int, int], list[Any]]
            ) -> list[Any]:
     """The results of rounding ``n`` elements with ``kernel`` (``args``: a call's arguments,
     for its argument types): ``run_kernel(lo)`` rounds elements ``[lo, n)`` with the kernel and
     returns its results, ``stand_in(lo, hi)`` rounds ``[lo, hi)`` with numpy and returns its
-    result. The kernel does all of it when ready; else numpy answers piece by piece while the
-    kernel compiles in the background, and the kernel the rest once it is ready (see the module
-    docstring). Both compute the same bits, so where the switch falls does not show."""
+    results (a list too: it may split the piece over threads). The kernel does all of it when
+    ready; else numpy answers piece by piece while the kernel compiles in the background, and
+    the kernel the rest once it is ready (see the module docstring). Both compute the same
+    bits, so where the switch falls does not show."""
     if ready(kernel, args):
         return run_kernel(0)
     key = _key(kernel, args)
@@ -117,7 +118,7 @@ def answer(kernel: Callable[..., Any], n: int, args: tuple,
         if lo and key in _ready:
             return parts + run_kernel(lo)
         hi = min(n, lo + PIECE)
-        parts.append(stand_in(lo, hi))
+        parts.extend(stand_in(lo, hi))
         lo = hi
         if lo >= n:
             return parts
