@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-# The numpy stand-in answers this many elements at a time, then looks whether the kernel is ready.
-PIECE = 1 << 16
+# The numpy stand-in answers this many elements at a time (in blocks of portable.BLOCK, so its
+# extra memory stays small), then looks whether the kernel is ready: a few milliseconds of work.
+PIECE = 1 << 18
 # ... and at most this many of one call; then the call waits for the kernel (see the docstring).
 STAND_IN_MAX = 1 << 22
 
@@ -103,7 +104,7 @@ def answer(kernel: Callable[..., Any], n: int, args: tuple,
     """The results of rounding ``n`` elements with ``kernel`` (``args``: a call's arguments,
     for its argument types): ``run_kernel(lo)`` rounds elements ``[lo, n)`` with the kernel and
     returns its results, ``stand_in(lo, hi)`` rounds ``[lo, hi)`` with numpy and returns its
-    results (a list too: it may split the piece over threads). The kernel does all of it when
+    results (a list, as run_kernel's). The kernel does all of it when
     ready; else numpy answers piece by piece while the kernel compiles in the background, and
     the kernel the rest once it is ready (see the module docstring). Both compute the same
     bits, so where the switch falls does not show."""
