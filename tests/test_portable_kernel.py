@@ -3,6 +3,8 @@ bit, and fpsim.round answers through it while a kernel compiles (fpsim.kernels.l
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from oracle import sample_points
@@ -230,3 +232,29 @@ def test_float32_nearest_even_while_compiling_asks_only_for_its_fast_kernel(noth
     with np.errstate(over="ignore"):  # numpy's float16 cast: the oracle, overflow to inf too
         want = x.astype(np.float16).astype(np.float32)
     np.testing.assert_array_equal(got, want)
+
+
+def test_threads_rounding_large_arrays_while_the_kernel_loads_get_the_kernels_bits(
+        monkeypatch):
+    """Four threads at once, each on a large array, while the kernel is not yet ready in this
+    process (a real background compile or cache load): numpy, handover and kernel agree."""
+    lazy.wait()
+    monkeypatch.setattr(lazy, "_ready", set())
+    monkeypatch.setattr(lazy, "_pending", {})
+    rng = np.random.default_rng(12)
+    xs = [(rng.standard_normal(_kernels.SPECIALISE_MIN + k) * 1e3).astype(np.float32)
+          for k in range(4)]
+    got: list[np.ndarray | None] = [None] * 4
+
+    def work(k: int) -> None:
+        got[k] = fpsim.round(xs[k], "e5m2", "odd")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lazy.wait()
+    with lazy.eager_compiles():
+        for k in range(4):
+            np.testing.assert_array_equal(got[k], fpsim.round(xs[k], "e5m2", "odd"))
