@@ -264,7 +264,6 @@ def _round_in_carrier(
         kernel: Callable[..., Any] = (_kernels.count_nearest_even_f32_range if counting
                                       else _kernels.round_nearest_even_f32_range)
         before, after = (src.view(np.float32), dst.view(np.float32)), (fast,)
-        parallel = parallel or counting
     elif n >= _kernels.SPECIALISE_MIN and (directed := _directed_f32(
             dtype, mode, counting, fmt, subnormals, policy)) is not None:
         kernel, after = directed
@@ -274,6 +273,8 @@ def _round_in_carrier(
     else:
         kernel = _kernels.round_count_range if counting else _kernels.round_range
         after = general_args
+    # (parallel=False is an option of the plain fast path only)
+    parallel = (parallel or counting) if fast is not None else True
     stand_in = (_kernels.portable.round_count_range if counting
                 else _kernels.portable.round_range)
     parts = _kernels.lazy.answer(
