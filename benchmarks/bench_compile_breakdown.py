@@ -23,7 +23,11 @@ from numba.core import event  # noqa: E402
 import fpsim  # noqa: E402
 from fpsim import _kernels  # noqa: E402
 from fpsim.kernels.lazy import eager_compiles  # noqa: E402
-from fpsim.quantize import format_constants, nearest_even_f32_constants  # noqa: E402
+from fpsim.quantize import (  # noqa: E402
+    directed_f32_constants,
+    format_constants,
+    nearest_even_f32_constants,
+)
 from fpsim.rounding import RoundingMode  # noqa: E402
 
 
@@ -70,6 +74,11 @@ def main() -> None:
             kernel = _kernels.specialised_range(mode)
             timed(f"one-mode {mode.value}, float32",
                   lambda kernel=kernel: kernel(x32, x32, 0, 10, 0, c32, fmt32))
+        d = directed_f32_constants(fpsim.FP16, True, "inf")
+        for counting in (False, True):
+            kernel = _kernels.directed_f32_range(RoundingMode.TOWARD_ZERO, counting)
+            timed(f"directed_f32 toward_zero{' counting' if counting else ''}",
+                  lambda kernel=kernel: kernel(v, v, 0, 10, d))
         a = fpsim.array(np.ones((8, 8), np.float32), "fp16")  # (compiled above: float32 NE)
         timed("accumulate_rows (matmul accumulate=)",
               lambda: fpsim.matmul(a, a, accumulate="fp16"))

@@ -36,9 +36,11 @@ def paired_median_seconds(
     return float(np.median(times[0])), float(np.median(times[1]))
 
 
-def interleaved_times(steps: dict[str, Callable[[], object]], repeats: int
+def interleaved_times(steps: dict[str, Callable[[], object]], repeats: int,
+                      clock: Callable[[], float] = time.perf_counter
                       ) -> dict[str, list[float]]:
-    """Wall times (seconds) of each step, after one warm-up call of each (numba kernels load
+    """Wall times (seconds; or another ``clock``'s, e.g. time.process_time for the CPU time of
+    all the process's threads) of each step, after one warm-up call of each (numba kernels load
     or compile), ``repeats`` rounds with the steps interleaved so that all see the same drift
     of a shared machine."""
     times: dict[str, list[float]] = {k: [] for k in steps}
@@ -46,7 +48,7 @@ def interleaved_times(steps: dict[str, Callable[[], object]], repeats: int
         step()
     for _ in range(repeats):
         for k, step in steps.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             step()
-            times[k].append(time.perf_counter() - t0)
+            times[k].append(clock() - t0)
     return times

@@ -137,6 +137,7 @@ def directed_f32_constants(fmt: Format, subnormals: bool, policy: str) -> Direct
         SHIFT=np.uint32((23 - m) << c.CM),
         C_SUB=np.float32(2.0 ** (low + c.CM)),
         MAX=_float32_of_bits(max_bits),
+        MIN_NORMAL=np.float32(fmt.smallest_normal),
         FLUSH_BELOW=np.float32(0.0 if subnormals else fmt.smallest_normal),
         OVERFLOW=_float32_of_bits(overflow_bits),
         INF_RESULT=_float32_of_bits(c.INF_BITS if fmt.inf else overflow_bits),
@@ -236,13 +237,19 @@ def _round_in_carrier(
     arr: np.ndarray, out: np.ndarray | None, fmt: Format, mode: RoundingMode, rng: object,
     subnormals: bool, policy: str, site: str | None, parallel: bool,
 ) -> np.ndarray:
-    """arr rounded in its own dtype (the carrier); into ``out`` when it is C-contiguous."""
+    """arr rounded in its own dtype (the carrier); into ``out`` when it is C-contiguous.
+
+    The kernel: float32 nearest-even's fast path where it applies; else, for arrays of
+    ``SPECIALISE_MIN`` elements or more, the float32 directed-mode kernel or the general
+    kernel's one-mode specialisation; else the general kernel. Until that kernel is compiled,
+    its numpy stand-in answers (fpsim.kernels.lazy.answer)."""
     dtype = arr.dtype
     ivew = _INT_VIEW[dtype]
     src = np.ascontiguousarray(arr).reshape(-1).view(ivew)
     result: np.ndarray = (out if out is not None and out.flags.c_contiguous
                           else np.empty(arr.shape, dtype=dtype))
     dst = result.reshape(-1).view(ivew)
+    n = src.size
     counting = monitor_is_active()
     fast = None
     if mode is RoundingMode.NEAREST_EVEN and dtype == np.float32:
@@ -250,55 +257,48 @@ def _round_in_carrier(
     c = _kernels.carrier_constants(dtype)
     f = format_constants(fmt, dtype, subnormals, policy)
     seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
-    fast_kernel = (_kernels.count_nearest_even_f32_range if counting
-                   else _kernels.round_nearest_even_f32_range)
     general_args = (_kernels.mode_bits(mode), seed, c, f)
+    before: tuple = (src, dst)
+    after: tuple
     if fast is not None:
-        if _kernels.lazy.compiled(
-                fast_kernel, src.size, (src.view(np.float32), dst.view(np.float32), 0, 0, fast)):
-            parts = _kernels.run(fast_kernel, src.size,
-                                 (src.view(np.float32), dst.view(np.float32)), (fast,),
-                                 parallel=parallel or counting)
-        else:  # (the numpy stand-in; the general numba kernel is not needed here)
-            portable = (_kernels.portable.round_count_range if counting
-                        else _kernels.portable.round_range)
-            parts = [portable(src, dst, 0, src.size, *general_args)]
-    elif src.size >= _kernels.SPECIALISE_MIN and (directed := _directed_f32(
+        kernel: Callable[..., Any] = (_kernels.count_nearest_even_f32_range if counting
+                                      else _kernels.round_nearest_even_f32_range)
+        before, after = (src.view(np.float32), dst.view(np.float32)), (fast,)
+    elif n >= _kernels.SPECIALISE_MIN and (directed := _directed_f32(
             dtype, mode, counting, fmt, subnormals, policy)) is not None:
-        parts = _kernels.run(directed[0], src.size, (src.view(np.float32), dst.view(np.float32)),
-                             (directed[1],))
-    elif src.size >= _kernels.SPECIALISE_MIN:
-        parts = _kernels.run(_kernels.specialised_range(mode, counting), src.size, (src, dst),
-                             (seed, c, f))
+        kernel, after = directed
+        before = (src.view(np.float32), dst.view(np.float32))
+    elif n >= _kernels.SPECIALISE_MIN:
+        kernel, after = _kernels.specialised_range(mode, counting), (seed, c, f)
     else:
-        kernel = _general_kernel(counting, (src, dst, 0, 0, *general_args), src.size)
-        parts = _kernels.run(kernel, src.size, (src, dst), general_args)
+        kernel = _kernels.round_count_range if counting else _kernels.round_range
+        after = general_args
+    # (parallel=False is an option of the plain fast path only)
+    parallel = (parallel or counting) if fast is not None else True
+    stand_in = (_kernels.portable.round_count_range if counting
+                else _kernels.portable.round_range)
+    parts = _kernels.lazy.answer(
+        kernel, n, (*before, 0, 0, *after),
+        lambda lo: _kernels.run(kernel, n, before, after, parallel=parallel, start=lo),
+        # (numpy on one thread: split over two, its Python-level work shares the GIL and costs
+        # more CPU time for no gain in wall time)
+        lambda lo, hi: [stand_in(src, dst, lo, hi, *general_args)])
     if counting:
         counts = np.sum(parts, axis=0)
-        monitor_record(site or "round", fmt, src.size, tuple(int(k) for k in counts))
+        monitor_record(site or "round", fmt, n, tuple(int(k) for k in counts))
     return result
 
 
 def _directed_f32(
     dtype: np.dtype, mode: RoundingMode, counting: bool, fmt: Format, subnormals: bool,
     policy: str,
-) -> tuple[Callable[..., Any], DirectedF32] | None:
-    """(kernel, p) of the float32 directed-mode path where it applies, else None (the
-    counting twin is the general kernel's one-mode specialisation)."""
-    if dtype != np.float32 or counting or mode not in _kernels.DIRECTED_F32_MODES:
+) -> tuple[Callable[..., Any], tuple[DirectedF32]] | None:
+    """(kernel, (p,)) of the float32 directed-mode path (counting: its event-counting twin)
+    where it applies, else None."""
+    if dtype != np.float32 or mode not in _kernels.DIRECTED_F32_MODES:
         return None
     p = directed_f32_constants(fmt, subnormals, policy)
-    return None if p is None else (_kernels.directed_f32_range(mode), p)
-
-
-def _general_kernel(counting: bool, args: tuple, n: int) -> Callable[..., Any]:
-    """round_range (counting: round_count_range): the numba kernel when it is ready (see
-    fpsim.kernels.lazy), else its numpy stand-in, bit for bit the same."""
-    kernel = _kernels.round_count_range if counting else _kernels.round_range
-    if _kernels.lazy.compiled(kernel, n, args):
-        return kernel
-    return (_kernels.portable.round_count_range if counting
-            else _kernels.portable.round_range)
+    return None if p is None else (_kernels.directed_f32_range(mode, counting), (p,))
 
 
 # float32 input to a format reaching below float32's normal range is rounded through float64
@@ -327,18 +327,31 @@ def _round_through_float64(
     m = _kernels.mode_bits(mode)
     n = flat_in.size
     wide = np.empty(min(n, _WIDE_CHUNK), dtype=np.float64)
-    kernel = _general_kernel(counting, (wide.view(np.int64), wide.view(np.int64), 0, 0, m, seed,
-                                        c, f), n)
-    counts = np.zeros(5, dtype=np.int64)
-    for lo in range(0, n, _WIDE_CHUNK):
-        hi = min(n, lo + _WIDE_CHUNK)
-        w = wide[: hi - lo]
-        w[...] = flat_in[lo:hi]
-        bits = w.view(np.int64)
-        # the kernel takes element indices from 0: shift the seed's stream by lo instead
-        part = kernel(bits, bits, 0, hi - lo, m, _kernels.stream_seed(seed, lo), c, f)
-        if counting:
-            counts += part
-        flat_out[lo:hi] = w
+    kernel = _kernels.round_count_range if counting else _kernels.round_range
+    stand_in = (_kernels.portable.round_count_range if counting
+                else _kernels.portable.round_range)
+
+    def detour(round_chunk: Callable[..., Any], lo: int, hi: int) -> Any:
+        """flat_out[lo:hi] = flat_in[lo:hi] rounded by round_chunk on float64 chunks; the
+        chunk results (counts) summed."""
+        total = np.zeros(5, dtype=np.int64)
+        for start in range(lo, hi, _WIDE_CHUNK):
+            stop = min(hi, start + _WIDE_CHUNK)
+            w = wide[: stop - start]
+            w[...] = flat_in[start:stop]
+            bits = w.view(np.int64)
+            # the kernel takes element indices from 0: shift the seed's stream by start instead
+            part = round_chunk(bits, bits, 0, stop - start, m,
+                               _kernels.stream_seed(seed, start), c, f)
+            if counting:
+                total += part
+            flat_out[start:stop] = w
+        return total
+
+    bits0 = wide.view(np.int64)
+    parts = _kernels.lazy.answer(kernel, n, (bits0, bits0, 0, 0, m, seed, c, f),
+                                 lambda lo: [detour(kernel, lo, n)],
+                                 lambda lo, hi: [detour(stand_in, lo, hi)])
     if counting:
+        counts = np.sum(parts, axis=0)
         monitor_record(site or "round", fmt, n, tuple(int(k) for k in counts))

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-# (an array large enough to wait for its kernel: smaller ones are answered by numpy meanwhile)
-_SCRIPT = ("import numpy as np, fpsim; from fpsim.kernels.lazy import NUMPY_MAX; "
-           "fpsim.round(np.ones(NUMPY_MAX, np.float32), 'fp16', 'up')")
+# (numpy answers while the kernel compiles in the background: wait for that compile to end)
+_SCRIPT = ("import numpy as np, fpsim; from fpsim.kernels import lazy; "
+           "fpsim.round(np.ones(1 << 18, np.float32), 'fp16', 'up'); lazy.wait()")
 NOTICE = "fpsim: compiling numba kernels"
 
 

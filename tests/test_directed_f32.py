@@ -125,21 +125,64 @@ def test_directed_f32_range_names_the_modes_it_serves_for_any_other():
         _kernels.directed_f32_range(RoundingMode.NEAREST_EVEN)
 
 
-def test_fpsim_round_takes_the_directed_path_for_large_float32_arrays_unless_counting(
+def test_fpsim_round_takes_the_directed_path_for_large_float32_arrays_counting_or_not(
         monkeypatch):
-    calls: list[RoundingMode] = []
+    calls: list[tuple[RoundingMode, bool]] = []
     real = _kernels.directed_f32_range
 
-    def spy(mode: RoundingMode):
-        calls.append(mode)
-        return real(mode)
+    def spy(mode: RoundingMode, counting: bool = False):
+        calls.append((mode, counting))
+        return real(mode, counting)
 
     monkeypatch.setattr(_kernels, "directed_f32_range", spy)
     x = np.linspace(-7e4, 7e4, _kernels.SPECIALISE_MIN, dtype=np.float32)
-    fpsim.round(x, "fp16", "down")
-    assert calls == [RoundingMode.DOWN]
+    with _kernels.lazy.eager_compiles():  # (no numpy stand-in)
+        fpsim.round(x, "fp16", "down")
+    assert calls == [(RoundingMode.DOWN, False)]
     fpsim.round(x[:1000], "fp16", "down")  # small arrays: the general kernel
     fpsim.round(x.astype(np.float64), "fp16", "down")  # float64: the general kernel
-    with fpsim.monitor():  # counting: the general kernel's counting twin
+    assert calls == [(RoundingMode.DOWN, False)]
+    with fpsim.monitor():  # counting: its counting twin
         fpsim.round(x, "fp16", "down")
-    assert calls == [RoundingMode.DOWN]
+    assert calls == [(RoundingMode.DOWN, False), (RoundingMode.DOWN, True)]
+
+
+@pytest.mark.parametrize("mode", _MODES, ids=str)
+@pytest.mark.parametrize(("fmt", "subnormals", "policy"), _CASES,
+                         ids=[f"{f.name}-{'sub' if s else 'ftz'}-{p}" for f, s, p in _CASES])
+def test_the_counting_directed_kernel_rounds_and_counts_as_the_general_counting_kernel(
+        fmt, subnormals, policy, mode):
+    points = sample_points(fmt, np.float32)
+    finite = points[np.isfinite(points)]
+    rng = np.random.default_rng(11)
+    patterns = rng.integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    with np.errstate(over="ignore"):
+        x = np.concatenate([points, np.nextafter(finite, np.float32(np.inf)),
+                            np.nextafter(finite, np.float32(-np.inf)), patterns,
+                            np.float32([0.0, -0.0, np.inf, -np.inf, np.nan])]).astype(np.float32)
+    got, want = np.empty_like(x), np.empty_like(x)
+    p = directed_f32_constants(fmt, subnormals, policy)
+    got_counts = _kernels.directed_f32_range(mode, counting=True)(x, got, 0, x.size, p)
+    f = format_constants(fmt, _F32, subnormals, policy)
+    want_counts = _kernels.round_count_range(x.view(np.int32), want.view(np.int32), 0, x.size,
+                                             _kernels.mode_bits(mode), 0,
+                                             _kernels.carrier_constants(_F32), f)
+    _assert_same_bits(got, want, x)
+    np.testing.assert_array_equal(got_counts, want_counts)
+
+
+def test_a_monitored_large_float32_directed_call_takes_the_counting_directed_kernel(
+        monkeypatch):
+    calls: list[object] = []
+    real = _kernels.run
+    monkeypatch.setattr(_kernels, "run", lambda kernel, *a, **k: (calls.append(kernel),
+                                                                   real(kernel, *a, **k))[1])
+    x = np.linspace(-7e4, 7e4, _kernels.SPECIALISE_MIN, dtype=np.float32)
+    with _kernels.lazy.eager_compiles(), fpsim.monitor() as mon:  # (no numpy stand-in)
+        got = fpsim.round(x, "fp16", "up")
+    assert calls == [_kernels.directed_f32_range(RoundingMode.UP, counting=True)]
+    with fpsim.monitor() as mon_wide:  # float64 input: the general kernel counts
+        want = fpsim.round(x.astype(np.float64), "fp16", "up")
+    np.testing.assert_array_equal(got, want)
+    assert mon.counts == mon_wide.counts
+    assert mon.counts["round"]["overflow"] > 0

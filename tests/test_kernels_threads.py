@@ -172,3 +172,21 @@ def test_a_thread_count_that_is_not_a_number_is_refused_naming_the_variable():
                           text=True)
     assert proc.returncode != 0
     assert "FPSIM_NUM_THREADS must be a whole number of threads, got 'two'" in proc.stderr
+
+
+@pytest.mark.parametrize("start", [0, 5, N - 3 * _kernels.PARALLEL_MIN, N - 7, N])
+def test_run_from_start_covers_start_to_n_exactly_once_in_order(start):
+    blocks: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def kernel(lo: int, hi: int) -> tuple[int, int]:
+        with lock:
+            blocks.append((lo, hi))
+        return lo, hi
+
+    results = _kernels.run(kernel, N, (), (), start=start)
+    assert results == sorted(blocks)  # (in block order)
+    covered = [i for lo, hi in results for i in range(lo, hi)]
+    assert covered == list(range(start, N))
+    assert len(results) == (_kernels.get_num_threads()
+                            if N - start >= _kernels.PARALLEL_MIN else 1)

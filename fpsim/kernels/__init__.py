@@ -11,7 +11,7 @@ the carrier, pack the constants and dispatch). One job a module:
   float32 arithmetic, one kernel per mode, for large arrays;
 - ``portable``: the general kernel's function in numpy, bit for bit (no compile needed);
 - ``lazy``: picks the numba kernel when ready, else ``portable`` while it compiles in the
-  background (small arrays only);
+  background (piece by piece, handing the rest to the kernel once it is ready);
 - ``accumulate``: sums (and, on rows of exact products, matrix products) rounded after every
   addition;
 - ``mx``: MX block quantization of float32 (amax, shared exponent, elements) for fpsim.mx;
@@ -20,7 +20,7 @@ the carrier, pack the constants and dispatch). One job a module:
 
 Every kernel is ``cache=True`` and ``nogil=True`` and none uses ``prange``: a fresh install
 compiles a handful of small serial kernels, lazily, on the first call that needs each (in the
-background while ``portable`` answers, for arrays below ``lazy.NUMPY_MAX``).
+background while ``portable`` answers).
 """
 
 from fpsim.kernels import notice as _notice  # noqa: F401  (registers the compile notice)

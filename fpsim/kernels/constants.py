@@ -85,6 +85,7 @@ class DirectedF32(NamedTuple):
     SHIFT: np.uint32  # (23 - M) << 23: added to |x|'s exponent field to make B
     C_SUB: np.float32  # the smallest B (2^(q + 23); with flush-to-zero 2^(emin - 1 - M + 23))
     MAX: np.float32
+    MIN_NORMAL: np.float32  # the smallest normal (the counting kernels' subnormal event)
     FLUSH_BELOW: np.float32  # the smallest normal with flush-to-zero, else 0
     OVERFLOW: np.float32  # what a finite overflow becomes (away from zero)
     INF_RESULT: np.float32  # what an infinite input becomes

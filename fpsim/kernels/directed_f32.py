@@ -30,7 +30,11 @@ an infinite input stays inf where the format has inf, else takes the policy's va
 NaN, payload and all.
 
 One kernel per mode, the mode a compile-time constant, made and compiled on first use
-(``directed_f32_range``): a fresh install compiles only the modes it uses.
+(``directed_f32_range``): a fresh install compiles only the modes it uses. Each has a counting
+twin for an active ``fpsim.monitor`` (``directed_f32_range(mode, counting=True)``), which
+returns the general kernel's five event counts, each a float32 comparison summed in int32
+counters per chunk (so the loop stays one vector body); it too is compiled only when a
+monitored call first needs it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from fpsim.kernels.general import CHUNK
 from fpsim.rounding import RoundingMode
 
 _EXPONENT_FIELD = np.uint32(((1 << 8) - 1) << 23)  # 0|11111111|000...0
@@ -57,8 +62,9 @@ DIRECTED_F32_MODES = frozenset(_KIND)
 
 
 @njit(inline="always")
-def _directed_f32_value(v, kind, p):
-    """The float32 ``v`` rounded in mode ``kind`` (a compile-time constant) to ``p``'s format."""
+def _directed_f32_parts(v, kind, p):
+    """(``v`` rounded in mode ``kind``, a compile-time constant, to ``p``'s format; whether
+    its rounded magnitude exceeded max, the general kernel's "overflowed")."""
     av = abs(v)
     negative = v < np.float32(0.0)  # (-0 rounds to itself either way)
     big = av >= np.float32(2.0**64)
@@ -92,21 +98,72 @@ def _directed_f32_value(v, kind, p):
         over = -p.OVERFLOW if negative else p.MAX
     else:
         over = np.copysign(p.MAX if kind == _TOWARD_ZERO else p.OVERFLOW, v)
-    res = over if ra > p.MAX else res  # (inf input has ra = inf or NaN: it is decided below)
+    overflowed = ra > p.MAX
+    res = over if overflowed else res  # (inf input has ra = inf or NaN: it is decided below)
     res = np.copysign(p.INF_RESULT, v) if av == np.float32(np.inf) else res
-    return v if v != v else res  # NaN stays NaN, payload and all
+    return (v if v != v else res), overflowed  # NaN stays NaN, payload and all
+
+
+@njit(inline="always")
+def _directed_f32_value(v, kind, p):
+    """The float32 ``v`` rounded in mode ``kind`` (a compile-time constant) to ``p``'s format."""
+    return _directed_f32_parts(v, kind, p)[0]
+
+
+@njit(inline="always")
+def _count_directed_f32(src, dst, lo, hi, kind, p):
+    """dst[lo:hi] = src[lo:hi] rounded in mode ``kind``; returns the general kernel's five
+    event counts (int64s): inexact, overflow, underflow, subnormal, NaN created."""
+    counts = np.zeros(5, dtype=np.int64)
+    for start in range(lo, hi, CHUNK):
+        inexact = np.int32(0)
+        overflow = np.int32(0)
+        underflow = np.int32(0)
+        subnormal = np.int32(0)
+        nan_created = np.int32(0)
+        for i in range(start, min(hi, start + CHUNK)):
+            j = np.uint64(i)  # an unsigned index: no wraparound check, so the loop vectorizes
+            v = src[j]
+            r, overflowed = _directed_f32_parts(v, kind, p)
+            dst[j] = r
+            ar = abs(r)
+            finite = abs(v) < np.float32(np.inf)
+            # (the np.int32 casts keep the counters 32-bit: numba would widen them to int64)
+            inexact = np.int32(inexact + np.int32(finite & (ar != abs(v))))
+            overflow = np.int32(overflow + np.int32(finite & overflowed))
+            underflow = np.int32(underflow + np.int32(finite & (v != 0) & (r == 0)))
+            subnormal = np.int32(subnormal + np.int32((r != 0) & (ar < p.MIN_NORMAL)))
+            nan_created = np.int32(nan_created + np.int32((v == v) & (r != r)))
+        counts[0] += inexact
+        counts[1] += overflow
+        counts[2] += underflow
+        counts[3] += subnormal
+        counts[4] += nan_created
+    return counts
+
+
+def directed_f32_range(mode: RoundingMode, counting: bool = False) -> Any:
+    """``kernel(src, dst, lo, hi, p)``: dst[lo:hi] = src[lo:hi] rounded in ``mode`` (1-D
+    float32 arrays; dst may be src), returning the five event counts when ``counting``; made on
+    first use (one kernel per mode and counting, however the arguments are spelled); a mode
+    outside DIRECTED_F32_MODES raises."""
+    return _directed_f32_range(mode, bool(counting))
 
 
 @functools.cache
-def directed_f32_range(mode: RoundingMode) -> Any:
-    """``kernel(src, dst, lo, hi, p)``: dst[lo:hi] = src[lo:hi] rounded in ``mode`` (1-D
-    float32 arrays; dst may be src), made on first use; a mode outside DIRECTED_F32_MODES
-    raises."""
+def _directed_f32_range(mode: RoundingMode, counting: bool) -> Any:
     try:
         kind = _KIND[mode]
     except KeyError:
         raise ValueError(f"mode {mode!r} has no float32 directed kernel; it serves "
                          f"{sorted(m.value for m in _KIND)}") from None
+
+    if counting:
+        @njit(nogil=True, cache=True)
+        def count_directed_f32_range(src, dst, lo, hi, p):
+            return _count_directed_f32(src, dst, lo, hi, kind, p)
+
+        return count_directed_f32_range
 
     @njit(nogil=True, cache=True)
     def round_directed_f32_range(src, dst, lo, hi, p):

@@ -2,17 +2,19 @@
 compiles in the background.
 
 On a fresh install each numba kernel costs 0.4 to 2 CPU seconds of compilation the first time
-(most of it numba's type inference and lowering, not LLVM; see README "Performance"). A small
-array does not need to wait for that: ``fpsim.kernels.portable`` computes the same bits in
-numpy, 15 to 35 times slower per element, which for an array below ``NUMPY_MAX`` elements
-is milliseconds. So ``compiled(kernel, n, args)``:
+(most of it numba's type inference and lowering, not LLVM; see README "Performance"). A call
+does not need to wait for that: ``fpsim.kernels.portable`` computes the same bits in numpy, 15
+to 35 times slower per element, which for an array of a million elements is tens of
+milliseconds. So ``answer(kernel, n, args, run_kernel, stand_in)``:
 
-- True when this process has the kernel for these argument types (compiled, or loaded from
-  numba's cache, by an earlier call), for arrays of ``NUMPY_MAX`` elements or more (they wait
-  for the compile, which then pays off; the first call on a large array therefore still shows
-  the compile time), and inside ``eager_compiles()`` (``fpsim.warmup`` uses it);
-- otherwise False, after starting the kernel's compile (or cache load) on a daemon thread: the
-  caller answers with numpy now and later calls take the kernel once it is ready.
+- runs the kernel over the whole array when this process has it for these argument types
+  (compiled, or loaded from numba's cache, by an earlier call) and inside
+  ``eager_compiles()`` (``fpsim.warmup`` uses it);
+- otherwise starts the kernel's compile (or cache load) on a daemon thread and answers with
+  numpy, ``PIECE`` elements at a time (bounded extra memory), handing the rest of the array to
+  the kernel as soon as it is ready. A stand-in answers at most ``STAND_IN_MAX`` elements of one
+  call; past that the call waits for the compile and the kernel does the rest, so a huge array
+  never takes numpy's pace for longer than 0.1 to 0.2 s of numpy work (2^22 elements).
 
 The background compile has the same argument types as the call that asked for it (the arrays
 are zero-length views of the real ones), so the later call finds it. A process that exits
@@ -32,8 +34,11 @@ from typing import Any
 
 import numpy as np
 
-# Arrays of at least this many elements wait for their kernel rather than take numpy.
-NUMPY_MAX = 1 << 18
+# The numpy stand-in answers this many elements at a time (in blocks of portable.BLOCK, so its
+# extra memory stays small), then looks whether the kernel is ready: a few milliseconds of work.
+PIECE = 1 << 18
+# ... and at most this many of one call; then the call waits for the kernel (see the docstring).
+STAND_IN_MAX = 1 << 22
 
 _ready: set[tuple] = set()
 _pending: dict[tuple, threading.Thread] = {}
@@ -70,20 +75,54 @@ def _start(key: tuple, kernel: Callable[..., Any], args: tuple) -> None:
     thread.start()
 
 
-def compiled(kernel: Callable[..., Any], n: int, args: tuple) -> bool:
-    """Whether to call ``kernel(*args)`` (a range kernel over ``n`` elements) now: True when
-    it is ready, the array is large or compiles are eager; else False, and its compile has been
-    started in the background (see the module docstring)."""
+def ready(kernel: Callable[..., Any], args: tuple) -> bool:
+    """Whether ``kernel(*args)`` can be called without compiling: True when it is ready or
+    compiles are eager; else False, after starting its compile in the background."""
     key = _key(kernel, args)
     if key in _ready:
         return True
     with _lock:
-        if n >= NUMPY_MAX or _eager:
+        if _eager:
             _ready.add(key)  # the caller's own call compiles it (after a pending one ends)
             return True
         if key not in _pending:
             _start(key, kernel, args)
     return False
+
+
+def _wait_for(key: tuple) -> None:
+    """Wait until the background compile of ``key`` (started by ``ready``) has finished."""
+    with _lock:
+        thread = _pending.get(key)
+    if thread is not None:
+        thread.join()
+
+
+def answer(kernel: Callable[..., Any], n: int, args: tuple,
+           run_kernel: Callable[[int], list[Any]], stand_in: Callable[[int, int], list[Any]]
+           ) -> list[Any]:
+    """The results of rounding ``n`` elements with ``kernel`` (``args``: a call's arguments,
+    for its argument types): ``run_kernel(lo)`` rounds elements ``[lo, n)`` with the kernel and
+    returns its results, ``stand_in(lo, hi)`` rounds ``[lo, hi)`` with numpy and returns its
+    results (a list, as run_kernel's). The kernel does all of it when
+    ready; else numpy answers piece by piece while the kernel compiles in the background, and
+    the kernel the rest once it is ready (see the module docstring). Both compute the same
+    bits, so where the switch falls does not show."""
+    if ready(kernel, args):
+        return run_kernel(0)
+    key = _key(kernel, args)
+    parts: list[Any] = []
+    lo = 0
+    while True:
+        if lo >= STAND_IN_MAX:
+            _wait_for(key)
+        if lo and key in _ready:
+            return parts + run_kernel(lo)
+        hi = min(n, lo + PIECE)
+        parts.extend(stand_in(lo, hi))
+        lo = hi
+        if lo >= n:
+            return parts
 
 
 def wait() -> None:

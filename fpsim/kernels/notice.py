@@ -24,9 +24,9 @@ class _CompileNotice(event.Listener):
         module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
         if module.startswith(_PACKAGES):
             _notified = True
-            print("fpsim: compiling numba kernels for this machine (one time; small arrays "
-                  "are answered meanwhile, large ones wait a second or two; `fpsim.warmup()` "
-                  "compiles them all)...", file=sys.stderr, flush=True)
+            print("fpsim: compiling numba kernels for this machine (one time; numpy answers "
+                  "meanwhile, more slowly; `fpsim.warmup()` compiles them all)...",
+                  file=sys.stderr, flush=True)
 
     def on_end(self, ev: event.Event) -> None:
         pass

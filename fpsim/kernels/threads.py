@@ -63,16 +63,18 @@ os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def run(kernel: Callable[..., Any], n: int, before: tuple, after: tuple,
-        parallel: bool = True, work: int | None = None) -> list[Any]:
-    """``[kernel(*before, lo, hi, *after) for each block]`` over ``[0, n)``: one block on the
-    calling thread when the work (``n`` elements unless given) is below ``PARALLEL_MIN`` or
-    ``parallel=False``, else one block per thread (at most n)."""
-    work = n if work is None else work
-    blocks = min(_threads, n) if parallel and work >= PARALLEL_MIN else 1
+        parallel: bool = True, work: int | None = None, start: int = 0) -> list[Any]:
+    """``[kernel(*before, lo, hi, *after) for each block]`` over ``[start, n)``: one block on
+    the calling thread when the work (``n - start`` elements unless given) is below
+    ``PARALLEL_MIN`` or ``parallel=False``, else one block per thread (at most one an
+    element)."""
+    count = n - start
+    work = count if work is None else work
+    blocks = min(_threads, count) if parallel and work >= PARALLEL_MIN else 1
     if blocks <= 1:
-        return [kernel(*before, 0, n, *after)]
-    per = -(-n // blocks)
-    bounds = [(k * per, min(n, (k + 1) * per)) for k in range(blocks)]
+        return [kernel(*before, start, n, *after)]
+    per = -(-count // blocks)
+    bounds = [(start + k * per, min(n, start + (k + 1) * per)) for k in range(blocks)]
     pool = _get_pool()
     futures = [pool.submit(kernel, *before, lo, hi, *after) for lo, hi in bounds[1:]]
     first = kernel(*before, bounds[0][0], bounds[0][1], *after)
