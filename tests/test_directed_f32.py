@@ -56,9 +56,16 @@ def test_the_directed_path_serves_every_catalog_format_it_can():
     assert any(not subnormals for _, subnormals, _ in _CASES)  # flush-to-zero is served
 
 
-@pytest.mark.parametrize("mode", _MODES, ids=str)
-@pytest.mark.parametrize(("fmt", "subnormals", "policy"), _CASES,
-                         ids=[f"{f.name}-{'sub' if s else 'ftz'}-{p}" for f, s, p in _CASES])
+# every mode x every served (format, subnormals, overflow policy): one parametrisation for the
+# rounding and the counting comparison
+def every_mode_and_case(test):
+    by_case = pytest.mark.parametrize(
+        ("fmt", "subnormals", "policy"), _CASES,
+        ids=[f"{f.name}-{'sub' if s else 'ftz'}-{p}" for f, s, p in _CASES])
+    return pytest.mark.parametrize("mode", _MODES, ids=str)(by_case(test))
+
+
+@every_mode_and_case
 def test_directed_f32_equals_the_general_kernel_on_every_code_midpoint_and_neighbour(
         fmt, subnormals, policy, mode):
     points = sample_points(fmt, np.float32)
@@ -147,9 +154,7 @@ def test_fpsim_round_takes_the_directed_path_for_large_float32_arrays_counting_o
     assert calls == [(RoundingMode.DOWN, False), (RoundingMode.DOWN, True)]
 
 
-@pytest.mark.parametrize("mode", _MODES, ids=str)
-@pytest.mark.parametrize(("fmt", "subnormals", "policy"), _CASES,
-                         ids=[f"{f.name}-{'sub' if s else 'ftz'}-{p}" for f, s, p in _CASES])
+@every_mode_and_case
 def test_the_counting_directed_kernel_rounds_and_counts_as_the_general_counting_kernel(
         fmt, subnormals, policy, mode):
     points = sample_points(fmt, np.float32)
