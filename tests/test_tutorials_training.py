@@ -15,7 +15,7 @@ TUTORIALS = pathlib.Path(__file__).resolve().parent.parent / "tutorials"
 NB04 = TUTORIALS / "04_mixed_precision_training.ipynb"
 NB05 = TUTORIALS / "05_loss_scaling.ipynb"
 # calls that build, compile or train a model (each takes a noticeable time on a first run)
-SLOW_CALLS = ("ex.master_weights(", "ex.adam_state(", "ex.bf16_vs_fp16(",
+SLOW_CALLS = ("ex.master_weights_lm(", "ex.adam_state(", "ex.bf16_vs_fp16(",
               "ex.underflow_from_averaging(", "kernel_gradient_swamping(", "ex.build_lm(",
               ".fit(")
 

@@ -11,8 +11,8 @@ return the measured numbers (dataclasses; nothing is printed here).
   runs on ``cnn``'s small CNN fed raw 0-255 pixels (``statistics``), its language-model
   version is ``statistics_lm``; experiment 4 runs on the same CNN at batch 256
   (``accumulation``), its language-model version is ``fp32_accumulation_lm``; experiment
-  2 on the CNN with Adam lr 3e-4 (``master_weights_cnn``, ``fpsim compare --experiment
-  master-weights``), its language-model version is ``master_weights`` (``master-weights-lm``).
+  2 on the CNN with Adam lr 3e-4 (``master_weights``, ``fpsim compare --experiment
+  master-weights``), its language-model version is ``master_weights_lm`` (``master-weights-lm``).
 """
 
 from nn.experiments.cnn import CNNConfig, build_cnn, train_cnn
@@ -45,7 +45,7 @@ from nn.experiments.digits import (
     warm_up,
 )
 from nn.experiments.lm import LMConfig, LMRun, build_lm, train_lm
-from nn.experiments.masters import master_weights_cnn
+from nn.experiments.masters import master_weights
 from nn.experiments.result import ExperimentResult
 from nn.experiments.stories import (
     DEFAULT,
@@ -60,7 +60,7 @@ from nn.experiments.stories import (
     fp32_accumulation_lm,
     fp32_statistics,
     fp32_statistics_lm,
-    master_weights,
+    master_weights_lm,
     underflow_from_averaging,
     underflow_with_sgd,
 )
@@ -80,10 +80,11 @@ def experiment_names() -> list[str]:
 __all__ = [
     "DEFAULT", "DEFAULT_EXPERIMENT", "EXPERIMENTS", "EXPERIMENT_TITLES", "QUICK_STEPS",
     "CNNConfig", "ExperimentResult", "LMConfig", "LMRun", "adam_state", "bf16_vs_fp16",
-    "build_cnn", "build_lm", "master_weights_cnn", "fp32_accumulation_lm", "fp32_statistics_lm",
+    "build_cnn", "build_lm", "master_weights", "master_weights_lm", "fp32_accumulation_lm",
+    "fp32_statistics_lm",
     "train_cnn",
     "default_config", "underflow_with_sgd",
-    "experiment_names", "findings", "fp32_accumulation", "fp32_statistics", "master_weights",
+    "experiment_names", "findings", "fp32_accumulation", "fp32_statistics",
     "train_lm", "underflow_from_averaging", "warm_up_experiment",
     "BATCH_SIZE", "EPOCHS", "GROWTH_STEPS", "HIDDEN", "LEARNING_RATE", "LOSS_WEIGHT", "MOMENTUM",
     "QUICK_EPOCHS", "RUNS", "SEED", "STORY_OPTIMIZER_SETTINGS", "TRAIN_BATCH_SIZE",

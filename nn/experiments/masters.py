@@ -34,7 +34,7 @@ def swamp_threshold(step: float) -> float:
     return 2.0 ** (math.floor(math.log2(step)) + fpsim.FP16.precision + 1)
 
 
-def master_weights_cnn(config: CNNConfig = MASTER_DEFAULT,
+def master_weights(config: CNNConfig = MASTER_DEFAULT,
                        spread_seeds: tuple[int, ...] = SPREAD_SEEDS) -> ExperimentResult:
     """Train the CNN with fp32 master weights and with pure fp16 weights (see the module
     docstring). ``extra``:
@@ -76,7 +76,7 @@ def master_weights_cnn(config: CNNConfig = MASTER_DEFAULT,
 
 
 def findings(r: ExperimentResult) -> list[str]:
-    """What ``master_weights_cnn``' numbers say, one sentence per line."""
+    """What ``master_weights``' numbers say, one sentence per line."""
     mixed, pure = r.runs
     x = r.extra
     lines = [f"{label}: {share:.1%} of weight updates swamped (lost below half an ulp)"

@@ -6,9 +6,9 @@ rows of ``fpsim compare --experiment NAME`` and whose properties are the numbers
 assert. ``knob`` says which real setting produced the effect at this size.
 
 1. ``underflow_from_averaging``: unscaled mixed_float16 vs float32 vs dynamic loss scaling.
-2. ``master_weights``: pure float16 weights vs fp32 master weights on the LM (Adam lr 1e-4;
-   ``fpsim compare --experiment master-weights-lm``); ``master_weights_cnn``
-   (``nn.experiments.masters``, ``--experiment master-weights``): on the CNN, Adam lr 3e-4.
+2. ``master_weights`` (``nn.experiments.masters``, ``--experiment master-weights``): pure
+   float16 weights vs fp32 master weights on the CNN, Adam lr 3e-4 (``master_weights_lm``:
+   the LM, Adam lr 1e-4, ``--experiment master-weights-lm``).
 3. ``fp32_statistics``: BatchNormalization statistics in fp16 vs fp32 on a CNN fed raw
    pixels (``fp32_statistics_lm``: attention softmax and LayerNorm statistics on the LM).
 4. ``fp32_accumulation``: the convolutions' products added in fp16 vs fp32 on the CNN
@@ -29,7 +29,7 @@ import nn
 from nn.experiments.accumulation import ACCUMULATION_DEFAULT, fp32_accumulation
 from nn.experiments.accumulation import findings as accumulation_findings
 from nn.experiments.lm import LMConfig, LMRun, build_lm, data_for, train_lm
-from nn.experiments.masters import MASTER_DEFAULT, master_weights_cnn
+from nn.experiments.masters import MASTER_DEFAULT, master_weights
 from nn.experiments.masters import findings as master_findings
 from nn.experiments.result import LOSS_EFFECT, ExperimentResult
 from nn.experiments.statistics import CNN_DEFAULT, fp32_statistics
@@ -86,7 +86,7 @@ def underflow_with_sgd(config: LMConfig = SGD_CONFIG) -> ExperimentResult:
 
 
 # --- 2 ----------------------------------------------------------------------------------------
-def master_weights(config: LMConfig = DEFAULT, learning_rate: float = 1e-4
+def master_weights_lm(config: LMConfig = DEFAULT, learning_rate: float = 1e-4
                    ) -> ExperimentResult:
     """fp32 master weights (mixed_float16) against pure float16 weights, both loss-scaled so
     that underflow is not the difference, at ``learning_rate`` (default 1e-4, a late-training
@@ -271,8 +271,8 @@ def forward_errors(reference: Any, config: LMConfig) -> dict[str, float]:
 EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
     "underflow": underflow_from_averaging,
     "underflow-sgd": underflow_with_sgd,
-    "master-weights": master_weights_cnn,
-    "master-weights-lm": master_weights,
+    "master-weights": master_weights,
+    "master-weights-lm": master_weights_lm,
     "statistics": fp32_statistics,
     "statistics-lm": fp32_statistics_lm,
     "accumulation": fp32_accumulation,

@@ -53,7 +53,7 @@ def test_averaging_over_2048_positions_leaves_unscaled_fp16_gradients_subnormal(
 
 
 def test_pure_float16_weights_swamp_far_more_updates_than_fp32_masters():
-    result = ex.master_weights(CI)
+    result = ex.master_weights_lm(CI)
     shares = result.extra["swamped_share"]
     pure, mixed = shares["float16 (no master)"], shares["mixed_float16 (fp32 masters)"]
     assert pure > 0.05 and pure >= 10 * mixed
@@ -161,7 +161,7 @@ def test_full_size_underflow_is_measured_in_the_gradients_not_in_the_loss():
 @pytest.mark.slow
 @full_size
 def test_full_size_pure_float16_swamps_a_large_share_of_updates():
-    result = ex.master_weights()
+    result = ex.master_weights_lm()
     shares = result.extra["swamped_share"]
     assert shares["float16 (no master)"] > 0.1 > 100 * shares["mixed_float16 (fp32 masters)"]
     assert result.runs[1].test_loss > result.runs[0].test_loss

@@ -52,7 +52,7 @@ def test_the_cnn_config_builds_adam_or_sgd_and_names_the_optimizer():
 
 @pytest.fixture(scope="module")
 def result():
-    return ex.master_weights_cnn(CI_RUN, spread_seeds=(1,))
+    return ex.master_weights(CI_RUN, spread_seeds=(1,))
 
 
 def test_pure_float16_weights_lose_far_more_updates_than_fp32_masters(result):
@@ -89,8 +89,8 @@ def test_findings_give_the_shares_the_gap_and_every_seed(result):
 
 
 def test_the_language_model_version_stays_available_as_master_weights_lm_and_keeps_its_name():
-    assert ex.EXPERIMENTS["master-weights-lm"] is ex.master_weights  # its notebook name
-    assert ex.EXPERIMENTS["master-weights"] is ex.master_weights_cnn
+    assert ex.EXPERIMENTS["master-weights-lm"] is ex.master_weights_lm
+    assert ex.EXPERIMENTS["master-weights"] is ex.master_weights
     assert ex.default_config("master-weights").optimizer == "adam"
 
 
@@ -99,7 +99,7 @@ def test_compare_master_weights_prints_the_learning_rate_knob_and_writes_the_png
     from fpsim.cli import main
 
     monkeypatch.setitem(ex.EXPERIMENTS, "master-weights",
-                        lambda config: ex.master_weights_cnn(CI.with_(steps=config.steps), ()))
+                        lambda config: ex.master_weights(CI.with_(steps=config.steps), ()))
     assert main(["compare", "--experiment", "master-weights", "--steps", "2", "--out",
                  str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -113,7 +113,7 @@ def test_compare_master_weights_prints_the_learning_rate_knob_and_writes_the_png
 @pytest.mark.skipif(not os.environ.get("FPSIM_FULL_EXPERIMENTS"),
                     reason="full-size experiments: set FPSIM_FULL_EXPERIMENTS=1")
 def test_full_size_pure_float16_weights_cost_loss_from_every_seed():
-    r = ex.master_weights_cnn()
+    r = ex.master_weights()
     assert r.loss_effect_shown and r.gap(masters.PURE, masters.MIXED) > LOSS_EFFECT
     assert all(gap > LOSS_EFFECT for gap in r.extra["spread"].values())
     assert r.extra["swamped_share"][masters.PURE] > 0.05
