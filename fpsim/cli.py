@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,9 @@ from fpsim.tables import format_table
 
 ENTRY_POINT_GROUP = "fpsim.commands"
 KNOWN_COMMAND_MODULES = ("nn.cli:COMMANDS",)
+# ``fpsim warmup``'s extra tasks: a function returning [(label, call), ...], as fpsim.warmup.tasks
+WARMUP_ENTRY_POINT_GROUP = "fpsim.warmup"
+KNOWN_WARMUP_MODULES = ("nn.warmup:extra_tasks",)
 
 
 class UsageError(Exception):
@@ -219,8 +223,26 @@ def _run_warmup(args: argparse.Namespace) -> int:
         print("fpsim warmup: error: this installation of fpsim has no fpsim.warmup module",
               file=sys.stderr)
         return 1
-    module.warmup(progress=True)
+    tasks, problems = warmup_tasks(module)
+    for line in problems:
+        print(f"fpsim warmup: {line}", file=sys.stderr)
+    module.run_tasks(tasks, progress=True)
     return 0
+
+
+def warmup_tasks(module: Any) -> tuple[list[tuple[str, Callable[[], object]]], list[str]]:
+    """(fpsim's warmup tasks, then those of every package registered in the group
+    ``fpsim.warmup`` (nn: its training step and convolution kernels), so that ``fpsim warmup``
+    compiles everything the tutorials use; one line per package that failed to load)."""
+    tasks = list(module.tasks())
+    problems: list[str] = []
+    for spec, load in _plugin_loaders(WARMUP_ENTRY_POINT_GROUP, KNOWN_WARMUP_MODULES).items():
+        try:
+            extra = load()
+            tasks += list(extra()) if callable(extra) else []
+        except (ImportError, AttributeError, TypeError) as err:
+            problems.append(f"{spec} did not load ({type(err).__name__}: {err})")
+    return tasks, problems
 
 
 COMMANDS: list[Command] = [
@@ -247,21 +269,27 @@ def _attribute_loader(module: str, attr: str) -> Callable[[], object]:
     return lambda: getattr(importlib.import_module(module), attr)
 
 
+def _plugin_loaders(group: str, known: Sequence[str]) -> dict[str, Callable[[], object]]:
+    """Loaders of what other packages register in the entry-point ``group`` first, then of the
+    ``known`` "module:attribute" specs whose package is importable (each spec once)."""
+    loaders: dict[str, Callable[[], object]] = {}
+    for ep in importlib.metadata.entry_points(group=group):
+        loaders.setdefault(ep.value, ep.load)
+    for spec in known:
+        module, _, attr = spec.partition(":")
+        if spec not in loaders and importlib.util.find_spec(module.split(".")[0]) is not None:
+            loaders[spec] = _attribute_loader(module, attr)
+    return loaders
+
+
 def plugin_commands() -> tuple[list[Command], list[str]]:
     """(the commands other packages register, one line per package that failed to load).
 
     Entry points of the group ``fpsim.commands`` first, then ``KNOWN_COMMAND_MODULES`` whose
     package is importable (each module once)."""
-    loaders: dict[str, Callable[[], object]] = {}
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        loaders.setdefault(ep.value, ep.load)
-    for spec in KNOWN_COMMAND_MODULES:
-        module, _, attr = spec.partition(":")
-        if spec not in loaders and importlib.util.find_spec(module.split(".")[0]) is not None:
-            loaders[spec] = _attribute_loader(module, attr)
     commands: list[Command] = []
     problems: list[str] = []
-    for spec, load in loaders.items():
+    for spec, load in _plugin_loaders(ENTRY_POINT_GROUP, KNOWN_COMMAND_MODULES).items():
         try:
             commands += _load(spec, load)
         except (ImportError, AttributeError, TypeError) as err:

@@ -30,10 +30,16 @@ def _conv_kernels() -> None:
         max_pool_window_grads(image, image, image, 1, 1, dtype(1), windows)
 
 
+def extra_tasks() -> list[tuple[str, Callable[[], object]]]:
+    """nn's own warmup calls: a mixed_float16 training step (nn's fused kernels), then the
+    convolution kernels. ``fpsim warmup`` runs them after fpsim's (entry point group
+    ``fpsim.warmup``)."""
+    return [("nn training step", _train_step), ("nn conv kernels", _conv_kernels)]
+
+
 def tasks() -> list[tuple[str, Callable[[], object]]]:
-    """fpsim's warmup calls, a mixed_float16 training step (nn's fused kernels), then the
-    convolution kernels."""
-    return [*fpsim_tasks(), ("nn training step", _train_step), ("nn conv kernels", _conv_kernels)]
+    """fpsim's warmup calls, then nn's (``extra_tasks``)."""
+    return [*fpsim_tasks(), *extra_tasks()]
 
 
 def warmup(progress: bool = True) -> None:

@@ -141,12 +141,30 @@ def test_output_into_a_closed_pipe_ends_without_a_traceback():
     assert done.stderr == ""
 
 
-def test_warmup_command_calls_fpsim_warmup_with_a_progress_bar(monkeypatch):
+def test_warmup_command_runs_fpsims_tasks_then_nns_with_a_progress_bar(monkeypatch):
     warmup = pytest.importorskip("fpsim.warmup")
     calls = []
-    monkeypatch.setattr(warmup, "warmup", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(warmup, "run_tasks", lambda tasks, progress: calls.append(
+        ([label for label, _ in tasks], progress)))
     assert cli.main(["warmup"]) == 0
-    assert calls == [{"progress": True}]
+    [(labels, progress)] = calls
+    fpsim_labels = [label for label, _ in warmup.tasks()]
+    assert progress is True and labels[:len(fpsim_labels)] == fpsim_labels
+    # the tutorials train nn models: the command compiles nn's kernels too (group fpsim.warmup)
+    assert labels[len(fpsim_labels):] == ["nn training step", "nn conv kernels"]
+
+
+def test_a_warmup_plugin_that_fails_to_load_is_one_line_and_the_rest_still_runs(
+        monkeypatch, capsys):
+    warmup = pytest.importorskip("fpsim.warmup")
+    ran = []
+    monkeypatch.setattr(warmup, "run_tasks", lambda tasks, progress: ran.append(len(tasks)))
+    monkeypatch.setattr(cli, "KNOWN_WARMUP_MODULES", ("nn.warmup:no_such_function",))
+    monkeypatch.setattr(cli.importlib.metadata, "entry_points", lambda group: [])
+    assert cli.main(["warmup"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nn.warmup:no_such_function did not load" in err
+    assert ran == [len(warmup.tasks())]
 
 
 def test_warmup_without_the_warmup_module_says_so_in_one_line(monkeypatch, capsys):
