@@ -18,6 +18,10 @@ from notebooks import cell_outputs_text, run_notebook  # noqa: E402
 
 import fpsim  # noqa: E402
 
+# This module's notebook tests start Jupyter kernels: one pytest-xdist worker runs the module
+# (pytest -n auto --dist loadgroup), so two kernels never start at once and race for ports.
+pytestmark = pytest.mark.xdist_group("jupyter")
+
 EXERCISES = pathlib.Path(__file__).resolve().parent.parent / "tutorials" / "exercises"
 STUBS = sorted(EXERCISES.glob("*.ipynb"))
 SOLUTIONS = sorted((EXERCISES / "solutions").glob("*.ipynb"))

@@ -13,6 +13,10 @@ import nbformat
 import pytest
 from notebooks import run_notebook
 
+# This module's notebook tests start Jupyter kernels: one pytest-xdist worker runs the module
+# (pytest -n auto --dist loadgroup), so two kernels never start at once and race for ports.
+pytestmark = pytest.mark.xdist_group("jupyter")
+
 TUTORIALS = pathlib.Path(__file__).resolve().parent.parent / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
 TIME_LIMIT_S = 60

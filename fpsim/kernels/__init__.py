@@ -16,11 +16,14 @@ the carrier, pack the constants and dispatch). One job a module:
   addition;
 - ``mx``: MX block quantization of float32 (amax, shared exponent, elements) for fpsim.mx;
 - ``threads``: runs the range kernels on blocks of a large array in a small thread pool;
-- ``notice``: says so on stderr when a kernel must be compiled (not when loaded from cache).
+- ``notice``: says so on stderr when a kernel must be compiled (not when loaded from cache);
+- ``cache_lock``: numba's cache entries written under a file lock, so processes compiling at
+  once cannot cross their entries.
 
 Every kernel is ``cache=True`` and ``nogil=True`` and none uses ``prange``: a fresh install
 compiles a handful of small serial kernels, lazily, on the first call that needs each (in the
 background while ``portable`` answers).
 """
 
+from fpsim.kernels import cache_lock as _cache_lock  # noqa: F401  (locks cache writes)
 from fpsim.kernels import notice as _notice  # noqa: F401  (registers the compile notice)
