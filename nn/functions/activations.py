@@ -19,6 +19,7 @@ from nn import _kernels, rounding
 from nn.autograd import Context, Function
 from nn.functions._common import autocast_fp32, constant, finish, widen
 from nn.functions.elementwise import erf
+from nn.policy import at_least_fp32
 from nn.tensor import Tensor
 
 
@@ -124,19 +125,60 @@ def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
     return m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
 
 
+def _rows(*arrays: np.ndarray, axis: int) -> tuple[np.ndarray, ...] | None:
+    """The float32 ``arrays`` (one shape) as C-contiguous 2-D rows along ``axis``, when the
+    softmax kernels apply: nn's kernels on and ``axis`` the last one; else None."""
+    a = arrays[0]
+    if not (rounding.KERNELS_ENABLED and a.ndim and axis % a.ndim == a.ndim - 1 and a.size
+            and all(x.dtype == np.float32 and x.shape == a.shape for x in arrays)):
+        return None
+    return tuple(np.ascontiguousarray(x).reshape(-1, a.shape[-1]) for x in arrays)
+
+
+def softmax_array(a: np.ndarray, axis: int) -> np.ndarray:
+    """exp(a - max) / sum along ``axis`` (numpy; the definition the kernel path must equal)."""
+    e = np.exp(a - np.max(a, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax_grad_composed(s: Tensor, g: Tensor, axis: int) -> Tensor:
+    """s * (g - sum(g * s)) along ``axis`` in fp32, as nn ops (the definition the kernel path
+    must equal)."""
+    s, g = widen(s), widen(g)
+    return s * (g - (g * s).sum(axis=axis, keepdims=True))
+
+
 class Softmax(Function):
-    """exp(a - max) / sum, in fp32; backward s * (g - sum(g * s)) in fp32."""
+    """exp(a - max) / sum, in fp32; backward s * (g - sum(g * s)) in fp32.
+
+    Along the last axis of float32 data (the attention's softmax) both directions run as numba
+    kernels (nn._kernels: exact max and differences, numpy's exp, numpy's pairwise row sums),
+    bit for bit the numpy composition, which every other case -- and any row where a NaN
+    arises, whose payload could differ -- takes. Every step is fp32 (a float32 result
+    "rounded" to FP32 is itself and counts nothing), so monitor counts are the same.
+    """
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
         ctx.saved["axis"] = axis
-        e = np.exp(a - np.max(a, axis=axis, keepdims=True))
-        return finish(ctx, e / np.sum(e, axis=axis, keepdims=True))
+        rows = _rows(a, axis=axis)
+        if rows is not None:
+            e = np.empty(rows[0].shape, np.float32)
+            if _kernels.shift_by_row_max(rows[0], e):
+                np.exp(e, out=e)
+                _kernels.divide_by_row_sum(e)
+                return finish(ctx, e.reshape(a.shape))
+        return finish(ctx, softmax_array(a, axis))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        s, g = widen(ctx.output()), widen(grad)
-        return s * (g - (g * s).sum(axis=ctx.saved["axis"], keepdims=True))
+        axis = ctx.saved["axis"]
+        rows = None if ctx.fmt is None or grad.fmt is None else _rows(ctx.out, grad.data, axis=axis)
+        if rows is not None:
+            out = np.empty(rows[0].shape, np.float32)
+            if _kernels.softmax_grad(rows[0], rows[1], out):
+                return Tensor._make(out.reshape(ctx.out.shape), at_least_fp32(ctx.fmt))
+        return softmax_grad_composed(ctx.output(), grad, axis)
 
 
 class LogSoftmax(Function):
