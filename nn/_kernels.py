@@ -116,94 +116,112 @@ def erf(x, out):
 # nn.functions.activations pins every kernel here against the numpy composition, bit for bit.
 
 
-@njit(nogil=True, cache=True)
-def _pairwise_sum(a, lo, n):
+@njit(nogil=True, cache=True, inline="always")
+def _block_sum(a, lo, n, acc):
+    # n <= 128; acc: scratch for the eight running sums (an array: they share a vector register)
     if n < 8:
         res = np.float32(0.0)
         for i in range(lo, lo + n):
-            res += a[i]
+            res += a[np.uint64(i)]
         return res
+    for j in range(8):
+        acc[j] = a[np.uint64(lo + j)]
+    end = lo + n - n % 8
+    for i in range(lo + 8, end, 8):
+        for j in range(8):
+            acc[j] += a[np.uint64(i + j)]
+    res = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+    for i in range(end, lo + n):
+        res += a[np.uint64(i)]
+    return res
+
+
+@njit(nogil=True, cache=True)
+def _split_sum(a, lo, n, acc):
     if n <= 128:
-        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-        i = lo + 8
-        end = lo + n - n % 8
-        while i < end:
-            r0 += a[i]
-            r1 += a[i + 1]
-            r2 += a[i + 2]
-            r3 += a[i + 3]
-            r4 += a[i + 4]
-            r5 += a[i + 5]
-            r6 += a[i + 6]
-            r7 += a[i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < lo + n:
-            res += a[i]
-            i += 1
-        return res
+        return _block_sum(a, lo, n, acc)
     n2 = n // 2
     n2 -= n2 % 8
-    return _pairwise_sum(a, lo, n2) + _pairwise_sum(a, lo + n2, n - n2)
+    return _split_sum(a, lo, n2, acc) + _split_sum(a, lo + n2, n - n2, acc)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def row_sum(a, lo, n, acc):
+    """np.sum(a[lo:lo + n]) of a flat float32 array, in numpy's order (see above); ``acc`` is
+    a float32 scratch array of 8. (Only rows above 128 take the recursive split, which numba
+    cannot inline.)"""
+    return np.float32(0.0) + (_block_sum(a, lo, n, acc) if n <= 128 else _split_sum(a, lo, n, acc))
 
 
 @njit(nogil=True, cache=True)
-def row_sum(a, lo, n):
-    """np.sum(a[lo:lo + n]) for a flat float32 array, in numpy's order (see above)."""
-    return np.float32(0.0) + _pairwise_sum(a, lo, n)
-
-
-@njit(nogil=True, cache=True)
-def shift_by_row_max(a, out):
-    """out[r] = a[r] - max(a[r]) for each row of 2-D float32 arrays; False (out unspecified)
-    if a row holds a NaN or an infinite max: then NaNs arise, whose payloads numpy and this
-    kernel may pick differently, and the caller falls back to numpy.
+def shift_by_row_max(a, out, n):
+    """out = a - max(row) for each row of ``n`` elements of flat float32 arrays. False (out
+    unspecified) if a row's max is infinite: then NaNs arise (inf - inf), whose payloads numpy
+    and this kernel may pick differently, and the caller falls back to numpy. A NaN element is
+    skipped by the max here but not by numpy's: divide_by_row_sum reports it.
 
     The max is exact; its sign of zero may differ from numpy's, which the softmax cannot see
     (a - (+0) and a - (-0) differ only in the sign of a zero, and exp(+-0) = 1)."""
-    for r in range(a.shape[0]):
-        m = a[r, 0]
-        nan = m != m
-        for j in range(1, a.shape[1]):
-            v = a[r, j]
-            nan |= v != v
+    lanes = np.empty(8, a.dtype)
+    for r in range(a.size // n):
+        lo, hi = r * n, r * n + n
+        m = a[np.uint64(lo)]
+        i = lo
+        if n >= 8:  # eight running maxima, then the tail
+            for j in range(8):
+                lanes[j] = a[np.uint64(lo + j)]
+            end = hi - n % 8
+            for i in range(lo + 8, end, 8):
+                for j in range(8):
+                    v = a[np.uint64(i + j)]
+                    lanes[j] = v if v > lanes[j] else lanes[j]
+            for j in range(8):
+                m = lanes[j] if lanes[j] > m else m
+            i = end
+        for k in range(i, hi):
+            v = a[np.uint64(k)]
             m = v if v > m else m
-        if nan or not m - m == 0:
+        if not m - m == 0:
             return False
-        for j in range(a.shape[1]):
-            out[r, j] = a[r, j] - m
+        for k in range(lo, hi):
+            out[np.uint64(k)] = a[np.uint64(k)] - m
     return True
 
 
 @njit(nogil=True, cache=True)
-def divide_by_row_sum(e):
-    """e[r] /= np.sum(e[r]) for each row of a 2-D float32 array, in place."""
-    n = e.shape[1]
-    flat = e.reshape(-1)
-    for r in range(e.shape[0]):
-        s = row_sum(flat, r * n, n)
-        for j in range(n):
-            e[r, j] = e[r, j] / s
+def divide_by_row_sum(e, n):
+    """e /= np.sum(row) for each row of ``n`` elements of a flat float32 array, in place.
+    False (e partly divided) if a row sums to NaN, the trace of a NaN element."""
+    acc = np.empty(8, e.dtype)
+    for r in range(e.size // n):
+        lo = r * n
+        s = row_sum(e, lo, n, acc)
+        if s != s:
+            return False
+        for k in range(lo, lo + n):
+            e[np.uint64(k)] = e[np.uint64(k)] / s
+    return True
 
 
 @njit(nogil=True, cache=True)
-def softmax_grad(s, g, out):
-    """out = s * (g - sum(g * s)) row by row (2-D float32 arrays), each step one IEEE float32
-    operation in the order Softmax.backward's ops take; out holds g * s first. False (out
-    unspecified) if a NaN arises anywhere -- it reaches the row's outputs -- since its payload
-    may differ from numpy's; the caller falls back to numpy."""
-    n = s.shape[1]
-    flat = out.reshape(-1)
+def softmax_grad(s, g, out, n):
+    """out = s * (g - sum(g * s)) for each row of ``n`` elements of flat float32 arrays, each
+    step one IEEE float32 operation in the order Softmax.backward's ops take; out holds g * s
+    first. False (out unspecified) if a NaN arises anywhere -- it reaches the row's outputs --
+    since its payload may differ from numpy's; the caller falls back to numpy."""
+    acc = np.empty(8, s.dtype)
     nan = False
-    for r in range(s.shape[0]):
-        for j in range(n):
-            out[r, j] = g[r, j] * s[r, j]
-        t = row_sum(flat, r * n, n)
-        for j in range(n):
-            v = s[r, j] * (g[r, j] - t)
+    for r in range(s.size // n):
+        lo, hi = r * n, r * n + n
+        for k in range(lo, hi):
+            j = np.uint64(k)
+            out[j] = g[j] * s[j]
+        t = row_sum(out, lo, n, acc)
+        for k in range(lo, hi):
+            j = np.uint64(k)
+            v = s[j] * (g[j] - t)
             nan |= v != v
-            out[r, j] = v
+            out[j] = v
     return not nan
 
 

@@ -126,13 +126,14 @@ def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _rows(*arrays: np.ndarray, axis: int) -> tuple[np.ndarray, ...] | None:
-    """The float32 ``arrays`` (one shape) as C-contiguous 2-D rows along ``axis``, when the
-    softmax kernels apply: nn's kernels on and ``axis`` the last one; else None."""
+    """The float32 ``arrays`` (one shape) flattened C-contiguous, for the softmax kernels along
+    the last axis (rows of ``shape[-1]`` elements): when nn's kernels are on and ``axis`` is the
+    last one; else None."""
     a = arrays[0]
     if not (rounding.KERNELS_ENABLED and a.ndim and axis % a.ndim == a.ndim - 1 and a.size
             and all(x.dtype == np.float32 and x.shape == a.shape for x in arrays)):
         return None
-    return tuple(np.ascontiguousarray(x).reshape(-1, a.shape[-1]) for x in arrays)
+    return tuple(np.ascontiguousarray(x).reshape(-1) for x in arrays)
 
 
 def softmax_array(a: np.ndarray, axis: int) -> np.ndarray:
@@ -163,11 +164,12 @@ class Softmax(Function):
         ctx.saved["axis"] = axis
         rows = _rows(a, axis=axis)
         if rows is not None:
-            e = np.empty(rows[0].shape, np.float32)
-            if _kernels.shift_by_row_max(rows[0], e):
+            e = np.empty(a.shape, np.float32)
+            flat, n = e.reshape(-1), a.shape[-1]
+            if _kernels.shift_by_row_max(rows[0], flat, n):
                 np.exp(e, out=e)
-                _kernels.divide_by_row_sum(e)
-                return finish(ctx, e.reshape(a.shape))
+                if _kernels.divide_by_row_sum(flat, n):
+                    return finish(ctx, e)
         return finish(ctx, softmax_array(a, axis))
 
     @staticmethod
@@ -175,9 +177,9 @@ class Softmax(Function):
         axis = ctx.saved["axis"]
         rows = None if ctx.fmt is None or grad.fmt is None else _rows(ctx.out, grad.data, axis=axis)
         if rows is not None:
-            out = np.empty(rows[0].shape, np.float32)
-            if _kernels.softmax_grad(rows[0], rows[1], out):
-                return Tensor._make(out.reshape(ctx.out.shape), at_least_fp32(ctx.fmt))
+            out = np.empty(ctx.out.shape, np.float32)
+            if _kernels.softmax_grad(rows[0], rows[1], out.reshape(-1), ctx.out.shape[-1]):
+                return Tensor._make(out, at_least_fp32(ctx.fmt))
         return softmax_grad_composed(ctx.output(), grad, axis)
 
 
