@@ -30,10 +30,23 @@ def _conv_kernels() -> None:
         max_pool_window_grads(image, image, image, 1, 1, dtype(1), windows)
 
 
+def _lm_kernels() -> None:
+    from nn import _kernels
+
+    x = np.zeros(8, np.float32)  # the softmax kernels (float32 rows), the embedding gradient's
+    _kernels.shift_by_row_max(x, x.copy(), 8)
+    _kernels.divide_by_row_sum(x + 1, 8)
+    _kernels.softmax_grad(x, x, x.copy(), 8)
+    for dtype in (np.float32, np.float64):
+        _kernels.scatter_add_rows(np.zeros((1, 1), dtype), np.zeros(1, np.int64),
+                                  np.zeros((1, 1), dtype))
+
+
 def tasks() -> list[tuple[str, Callable[[], object]]]:
     """fpsim's warmup calls, a mixed_float16 training step (nn's fused kernels), then the
-    convolution kernels."""
-    return [*fpsim_tasks(), ("nn training step", _train_step), ("nn conv kernels", _conv_kernels)]
+    convolution kernels and the transformer's (softmax, embedding gradient)."""
+    return [*fpsim_tasks(), ("nn training step", _train_step), ("nn conv kernels", _conv_kernels),
+            ("nn transformer kernels", _lm_kernels)]
 
 
 def warmup(progress: bool = True) -> None:

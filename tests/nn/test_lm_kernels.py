@@ -144,3 +144,19 @@ def test_lm_step_with_the_kernels_equals_the_composition_bit_for_bit(policy, mon
     assert new[2] == old[2]
     if monitor and policy != "float32":
         assert new[2]  # the monitor saw the step's roundings (fp32 results count nothing)
+
+
+def test_warmup_compiles_the_transformer_kernels_for_the_types_the_ops_pass():
+    from nn.warmup import tasks
+
+    dict(tasks())["nn transformer kernels"]()
+    for kernel in (_kernels.shift_by_row_max, _kernels.divide_by_row_sum, _kernels.softmax_grad):
+        assert len(kernel.signatures) >= 1
+    assert len(_kernels.scatter_add_rows.signatures) >= 2  # float32 and float64 tables
+    before = {k: len(k.signatures) for k in (_kernels.shift_by_row_max, _kernels.softmax_grad,
+                                              _kernels.scatter_add_rows)}
+    t = nn.Tensor(np.zeros((2, 3, 5), np.float32), requires_grad=True)
+    nn.functions.softmax(t).backward(np.ones((2, 3, 5), np.float32))
+    table = nn.Tensor(np.zeros((4, 3), np.float32), requires_grad=True)
+    nn.functions.embedding(table, np.array([[1, 1, 2]])).backward(np.ones((1, 3, 3), np.float32))
+    assert {k: len(k.signatures) for k in before} == before  # nothing new to compile
