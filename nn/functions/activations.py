@@ -106,10 +106,13 @@ class GELU(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
-        cdf = np.empty_like(a, order="C")
-        _kernels.erf(np.ascontiguousarray(a).reshape(-1) * a.dtype.type(1 / math.sqrt(2)),
-                     cdf.reshape(-1))
-        return finish(ctx, a * (cdf + 1) * a.dtype.type(0.5))
+        # a * (erf(a / sqrt 2) + 1) * 0.5, each step in place in one buffer
+        y = np.multiply(a, a.dtype.type(1 / math.sqrt(2)), out=np.empty(a.shape, a.dtype))
+        flat = y.reshape(-1)
+        _kernels.erf(flat, flat)
+        np.add(y, 1, out=y)
+        np.multiply(a, y, out=y)
+        return finish(ctx, np.multiply(y, a.dtype.type(0.5), out=y))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:

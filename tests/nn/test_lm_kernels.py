@@ -160,3 +160,32 @@ def test_warmup_compiles_the_transformer_kernels_for_the_types_the_ops_pass():
     table = nn.Tensor(np.zeros((4, 3), np.float32), requires_grad=True)
     nn.functions.embedding(table, np.array([[1, 1, 2]])).backward(np.ones((1, 3, 3), np.float32))
     assert {k: len(k.signatures) for k in before} == before  # nothing new to compile
+
+
+def gelu_composed(a: np.ndarray) -> np.ndarray:
+    """GELU's forward as it was written before its in-place form: a * (cdf + 1) * 0.5."""
+    cdf = np.empty_like(a, order="C")
+    _kernels.erf(np.ascontiguousarray(a).reshape(-1) * a.dtype.type(1 / np.sqrt(2)),
+                 cdf.reshape(-1))
+    return a * (cdf + 1) * a.dtype.type(0.5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=logits_and_grads(), fmt=st.sampled_from((*FORMATS, None)), transposed=st.booleans(),
+       monitor=st.booleans())
+def test_gelu_forward_in_place_equals_the_composition_bit_for_bit(data, fmt, transposed,
+                                                                  monitor):
+    x = data[0].T if transposed else data[0]  # (a non-contiguous input too)
+    x = x.astype(np.float64) if fmt is None else fpsim.round(x, fmt)
+    t = nn.Tensor(x, fmt=fmt)
+    results = []
+    for new in (True, False):
+        m = fpsim.monitor() if monitor else None
+        with m if m is not None else contextlib.nullcontext(), np.errstate(all="ignore"):
+            if new:
+                y = nn.functions.gelu(t).data
+            else:
+                y = rounding.round_array(gelu_composed(x), fmt, site="GELU")  # the op's site
+        results.append((y, {} if m is None else m.counts))
+    assert_same_bits(results[0][0], results[1][0])
+    assert results[0][1] == results[1][1]
