@@ -154,11 +154,13 @@ def row_sum(a, lo, n, acc):
 
 
 @njit(nogil=True, cache=True)
-def shift_by_row_max(a, out, n):
-    """out = a - max(row) for each row of ``n`` elements of flat float32 arrays. False (out
-    unspecified) if a row's max is infinite: then NaNs arise (inf - inf), whose payloads numpy
-    and this kernel may pick differently, and the caller falls back to numpy. A NaN element is
-    skipped by the max here but not by numpy's: divide_by_row_sum reports it.
+def shift_by_row_max(a, out, n, maxima, zero_if_infinite):
+    """out = a - m and maxima[r] = m for each row r of ``n`` elements of flat float32 arrays,
+    m the row's max. A row whose max is infinite gets m = 0 if ``zero_if_infinite`` (as
+    logsumexp's shift does), else the kernel returns False (out unspecified): inf - inf would
+    make NaNs, whose payloads numpy and this kernel may pick differently, and the caller falls
+    back to numpy. A NaN element is skipped by this max but not by numpy's; it reaches the
+    row's sum, where row_sums and divide_by_row_sum report it.
 
     The max is exact; its sign of zero may differ from numpy's, which the softmax cannot see
     (a - (+0) and a - (-0) differ only in the sign of a zero, and exp(+-0) = 1)."""
@@ -182,9 +184,25 @@ def shift_by_row_max(a, out, n):
             v = a[np.uint64(k)]
             m = v if v > m else m
         if not m - m == 0:
-            return False
+            if not zero_if_infinite:
+                return False
+            m = np.float32(0.0)
+        maxima[r] = m
         for k in range(lo, hi):
             out[np.uint64(k)] = a[np.uint64(k)] - m
+    return True
+
+
+@njit(nogil=True, cache=True)
+def row_sums(e, n, sums):
+    """sums[r] = np.sum(row r) for each row of ``n`` elements of a flat float32 array. False
+    (sums partly written) if a row sums to NaN, the trace of a NaN element."""
+    acc = np.empty(8, e.dtype)
+    for r in range(e.size // n):
+        s = row_sum(e, r * n, n, acc)
+        if s != s:
+            return False
+        sums[r] = s
     return True
 
 

@@ -34,7 +34,9 @@ def _lm_kernels() -> None:
     from nn import _kernels
 
     x = np.zeros(8, np.float32)  # the softmax kernels (float32 rows), the embedding gradient's
-    _kernels.shift_by_row_max(x, x.copy(), 8)
+    for zero_if_infinite in (False, True):
+        _kernels.shift_by_row_max(x, x.copy(), 8, x[:1].copy(), zero_if_infinite)
+    _kernels.row_sums(x, 8, x[:1].copy())
     _kernels.divide_by_row_sum(x + 1, 8)
     _kernels.softmax_grad(x, x, x.copy(), 8)
     for dtype in (np.float32, np.float64):

@@ -122,12 +122,6 @@ class GELU(Function):
         return grad * (cdf + a * pdf)
 
 
-def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
-    m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
-    return m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
-
-
 def _rows(*arrays: np.ndarray, axis: int) -> tuple[np.ndarray, ...] | None:
     """The float32 ``arrays`` (one shape) flattened C-contiguous, for the softmax kernels along
     the last axis (rows of ``shape[-1]`` elements): when nn's kernels are on and ``axis`` is the
@@ -137,6 +131,26 @@ def _rows(*arrays: np.ndarray, axis: int) -> tuple[np.ndarray, ...] | None:
             and all(x.dtype == np.float32 and x.shape == a.shape for x in arrays)):
         return None
     return tuple(np.ascontiguousarray(x).reshape(-1) for x in arrays)
+
+
+def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    """m + log(sum(exp(x - m))) along ``axis``, m the max where finite, else 0; along the last
+    axis of float32 data the shift and the sum are kernels (see Softmax), bit for bit."""
+    rows = _rows(x, axis=axis)
+    if rows is not None:
+        n, m = x.shape[-1], np.empty((*x.shape[:-1], 1), np.float32)
+        e, s = np.empty(x.shape, np.float32), np.empty_like(m)
+        _kernels.shift_by_row_max(rows[0], e.reshape(-1), n, m.reshape(-1), True)
+        np.exp(e, out=e)
+        if _kernels.row_sums(e.reshape(-1), n, s.reshape(-1)):
+            return m + np.log(s)
+    return _logsumexp_array(x, axis)
+
+
+def _logsumexp_array(x: np.ndarray, axis: int) -> np.ndarray:
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    return m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
 
 
 def softmax_array(a: np.ndarray, axis: int) -> np.ndarray:
@@ -169,7 +183,8 @@ class Softmax(Function):
         if rows is not None:
             e = np.empty(a.shape, np.float32)
             flat, n = e.reshape(-1), a.shape[-1]
-            if _kernels.shift_by_row_max(rows[0], flat, n):
+            maxima = np.empty(a.size // n, np.float32)
+            if _kernels.shift_by_row_max(rows[0], flat, n, maxima, False):
                 np.exp(e, out=e)
                 if _kernels.divide_by_row_sum(flat, n):
                     return finish(ctx, e)

@@ -38,7 +38,8 @@ def assert_same_bits(new: np.ndarray, old: np.ndarray) -> None:
 
 
 def old_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Route Softmax and EmbeddingLookup through the numpy composition."""
+    """Route softmax, logsumexp (log_softmax, the cross-entropy) and the embedding gradient
+    through the numpy composition."""
     monkeypatch.setattr(activations, "_rows", lambda *arrays, axis: None)
     monkeypatch.setattr(embedding, "scatter_add", np.add.at)
 
@@ -65,28 +66,28 @@ def logits_and_grads(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
 
 
 def softmax_step(x: np.ndarray, g: np.ndarray, fmt: fpsim.Format, axis: int,
-                 monitor: bool) -> tuple[np.ndarray, np.ndarray, dict]:
-    """softmax(x) along ``axis`` in ``fmt``, its gradient for the output gradient ``g``, and
-    the monitor's counts (empty without a monitor)."""
+                 monitor: bool, op: str = "softmax") -> tuple[np.ndarray, np.ndarray, dict]:
+    """op(x) (softmax or log_softmax) along ``axis`` in ``fmt``, its gradient for the output
+    gradient ``g``, and the monitor's counts (empty without a monitor)."""
     t = nn.Tensor(fpsim.round(x, fmt), fmt=fmt, requires_grad=True)
     m = fpsim.monitor() if monitor else None
-    with m if m is not None else contextlib.nullcontext(), np.errstate(invalid="ignore"):
-        y = nn.functions.softmax(t, axis=axis)
+    with m if m is not None else contextlib.nullcontext(), np.errstate(all="ignore"):
+        y = getattr(nn.functions, op)(t, axis=axis)
         y.backward(fpsim.round(g, fmt))
     return y.data, t.grad.data, ({} if m is None else m.counts)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=logits_and_grads(), fmt=st.sampled_from(FORMATS), last=st.booleans(),
-       monitor=st.booleans())
-def test_softmax_kernels_equal_the_numpy_composition_bit_for_bit(data, fmt, last, monitor):
+       monitor=st.booleans(), op=st.sampled_from(["softmax", "log_softmax"]))
+def test_softmax_kernels_equal_the_numpy_composition_bit_for_bit(data, fmt, last, monitor, op):
     x, g = data
     axis = -1 if last else 0
     with pytest.MonkeyPatch.context() as mp:
         rounding.KERNELS_ENABLED = True
-        new = softmax_step(x, g, fmt, axis, monitor)
+        new = softmax_step(x, g, fmt, axis, monitor, op)
         old_paths(mp)
-        old = softmax_step(x, g, fmt, axis, monitor)
+        old = softmax_step(x, g, fmt, axis, monitor, op)
     assert_same_bits(new[0], old[0])
     assert_same_bits(new[1], old[1])
     assert new[2] == old[2]
