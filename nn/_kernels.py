@@ -206,6 +206,14 @@ def row_sums(e, n, sums):
     return True
 
 
+def sum_last_axis(a: np.ndarray) -> np.ndarray | None:
+    """``np.sum(a, axis=-1, keepdims=True)`` bit for bit, for a C-contiguous float32 ``a`` with a
+    non-empty last axis (the caller checks); None where a row sums to NaN (whose payload numpy
+    might pick differently: the caller uses numpy then)."""
+    out = np.empty((*a.shape[:-1], 1), np.float32)
+    return out if row_sums(a.reshape(-1), a.shape[-1], out.reshape(-1)) else None
+
+
 @njit(nogil=True, cache=True)
 def divide_by_row_sum(e, n):
     """e /= np.sum(row) for each row of ``n`` elements of a flat float32 array, in place.

@@ -38,10 +38,11 @@ def assert_same_bits(new: np.ndarray, old: np.ndarray) -> None:
 
 
 def old_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Route softmax, logsumexp (log_softmax, the cross-entropy) and the embedding gradient
-    through the numpy composition."""
+    """Route softmax, logsumexp (log_softmax, the cross-entropy), the embedding gradient and
+    the last-axis sums (Sum, Mean, gradients summed to a broadcast shape) through numpy."""
     monkeypatch.setattr(activations, "_rows", lambda *arrays, axis: None)
     monkeypatch.setattr(embedding, "scatter_add", np.add.at)
+    monkeypatch.setattr(_kernels, "sum_last_axis", lambda a: None)
 
 
 # rows of 1..300 elements: every branch of numpy's pairwise sum (< 8, <= 128, split halves)
@@ -190,3 +191,22 @@ def test_gelu_forward_in_place_equals_the_composition_bit_for_bit(data, fmt, tra
         results.append((y, {} if m is None else m.counts))
     assert_same_bits(results[0][0], results[1][0])
     assert results[0][1] == results[1][1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=logits_and_grads(), keepdims=st.booleans(), empty=st.booleans())
+def test_last_axis_sum_and_mean_equal_numpy_bit_for_bit(data, keepdims, empty):
+    x = data[0][:0] if empty and data[0].ndim > 1 else data[0]
+    axes = (x.ndim - 1,)
+    rounding.KERNELS_ENABLED = True
+    with np.errstate(all="ignore"):
+        for reduce, numpy_reduce in ((nn.functions.sum, np.sum), (nn.functions.mean, np.mean)):
+            got = reduce(nn.Tensor(x), axis=-1, keepdims=keepdims).data
+            if x.size:
+                want = np.asarray(numpy_reduce(x, axis=axes, keepdims=keepdims))
+                assert_same_bits(got, want)
+        g = np.ascontiguousarray(np.broadcast_to(x, (2, *x.shape)))
+        kept = (2, *x.shape[:-1], 1)
+        got = rounding.sum_to_shape(g, kept)
+        rounding.KERNELS_ENABLED = False  # numpy's sum
+        assert_same_bits(got, rounding.sum_to_shape(g, kept))
