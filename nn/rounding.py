@@ -90,6 +90,17 @@ def round_array(
     return result
 
 
+def last_axis_sum(a: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray | None:
+    """``a.sum(axis=axes, keepdims=keepdims)`` through nn's row-sum kernel (numpy's pairwise
+    order, bit for bit) when ``axes`` is the last axis of C-contiguous float32 data and nn's
+    kernels are on; else (or on a NaN row) None."""
+    if not (KERNELS_ENABLED and a.ndim and axes == (a.ndim - 1,) and a.shape[-1]
+            and a.dtype == np.float32 and a.flags.c_contiguous):
+        return None
+    out = _kernels.sum_last_axis(a)
+    return out if out is None or keepdims else out.reshape(a.shape[:-1])
+
+
 def sum_to_shape(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Sum a broadcast gradient back to ``shape`` (numpy's float32 pairwise sum: fp32 work)."""
     if data.shape == shape:
@@ -98,7 +109,10 @@ def sum_to_shape(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     axes = tuple(range(lead)) + tuple(
         i + lead for i, n in enumerate(shape) if n == 1 and data.shape[i + lead] != 1
     )
-    return data.sum(axis=axes, keepdims=True).reshape(shape) if axes else data.reshape(shape)
+    if not axes:
+        return data.reshape(shape)
+    fast = last_axis_sum(data, axes, True)  # (the kernel, bit for bit numpy's sum)
+    return (data.sum(axis=axes, keepdims=True) if fast is None else fast).reshape(shape)
 
 
 def fit_array(

@@ -30,11 +30,26 @@ def _conv_kernels() -> None:
         max_pool_window_grads(image, image, image, 1, 1, dtype(1), windows)
 
 
+def _lm_kernels() -> None:
+    from nn import _kernels
+
+    x = np.zeros(8, np.float32)  # the softmax kernels (float32 rows), the embedding gradient's
+    for zero_if_infinite in (False, True):
+        _kernels.shift_by_row_max(x, x.copy(), 8, x[:1].copy(), zero_if_infinite)
+    _kernels.row_sums(x, 8, x[:1].copy())
+    _kernels.divide_by_row_sum(x + 1, 8)
+    _kernels.softmax_grad(x, x, x.copy(), 8)
+    for dtype in (np.float32, np.float64):
+        _kernels.scatter_add_rows(np.zeros((1, 1), dtype), np.zeros(1, np.int64),
+                                  np.zeros((1, 1), dtype))
+
+
 def extra_tasks() -> list[tuple[str, Callable[[], object]]]:
     """nn's own warmup calls: a mixed_float16 training step (nn's fused kernels), then the
-    convolution kernels. ``fpsim warmup`` runs them after fpsim's (entry point group
-    ``fpsim.warmup``)."""
-    return [("nn training step", _train_step), ("nn conv kernels", _conv_kernels)]
+    convolution kernels and the transformer's (softmax, embedding gradient). ``fpsim warmup``
+    runs them after fpsim's (entry point group ``fpsim.warmup``)."""
+    return [("nn training step", _train_step), ("nn conv kernels", _conv_kernels),
+            ("nn transformer kernels", _lm_kernels)]
 
 
 def tasks() -> list[tuple[str, Callable[[], object]]]:

@@ -151,7 +151,8 @@ def test_warmup_command_runs_fpsims_tasks_then_nns_with_a_progress_bar(monkeypat
     fpsim_labels = [label for label, _ in warmup.tasks()]
     assert progress is True and labels[:len(fpsim_labels)] == fpsim_labels
     # the tutorials train nn models: the command compiles nn's kernels too (group fpsim.warmup)
-    assert labels[len(fpsim_labels):] == ["nn training step", "nn conv kernels"]
+    assert labels[len(fpsim_labels):] == ["nn training step", "nn conv kernels",
+                                          "nn transformer kernels"]
 
 
 def test_a_warmup_plugin_that_fails_to_load_is_one_line_and_the_rest_still_runs(

@@ -19,6 +19,7 @@ from nn import _kernels, rounding
 from nn.autograd import Context, Function
 from nn.functions._common import autocast_fp32, constant, finish, widen
 from nn.functions.elementwise import erf
+from nn.policy import at_least_fp32
 from nn.tensor import Tensor
 
 
@@ -105,10 +106,13 @@ class GELU(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
-        cdf = np.empty_like(a, order="C")
-        _kernels.erf(np.ascontiguousarray(a).reshape(-1) * a.dtype.type(1 / math.sqrt(2)),
-                     cdf.reshape(-1))
-        return finish(ctx, a * (cdf + 1) * a.dtype.type(0.5))
+        # a * (erf(a / sqrt 2) + 1) * 0.5, each step in place in one buffer
+        y = np.multiply(a, a.dtype.type(1 / math.sqrt(2)), out=np.empty(a.shape, a.dtype))
+        flat = y.reshape(-1)
+        _kernels.erf(flat, flat)
+        np.add(y, 1, out=y)
+        np.multiply(a, y, out=y)
+        return finish(ctx, np.multiply(y, a.dtype.type(0.5), out=y))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -118,25 +122,83 @@ class GELU(Function):
         return grad * (cdf + a * pdf)
 
 
+def _rows(*arrays: np.ndarray, axis: int) -> tuple[np.ndarray, ...] | None:
+    """The float32 ``arrays`` (one shape) flattened C-contiguous, for the softmax kernels along
+    the last axis (rows of ``shape[-1]`` elements): when nn's kernels are on and ``axis`` is the
+    last one; else None."""
+    a = arrays[0]
+    if not (rounding.KERNELS_ENABLED and a.ndim and axis % a.ndim == a.ndim - 1 and a.size
+            and all(x.dtype == np.float32 and x.shape == a.shape for x in arrays)):
+        return None
+    return tuple(np.ascontiguousarray(x).reshape(-1) for x in arrays)
+
+
 def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    """m + log(sum(exp(x - m))) along ``axis``, m the max where finite, else 0; along the last
+    axis of float32 data the shift and the sum are kernels (see Softmax), bit for bit."""
+    rows = _rows(x, axis=axis)
+    if rows is not None:
+        n, m = x.shape[-1], np.empty((*x.shape[:-1], 1), np.float32)
+        e, s = np.empty(x.shape, np.float32), np.empty_like(m)
+        _kernels.shift_by_row_max(rows[0], e.reshape(-1), n, m.reshape(-1), True)
+        np.exp(e, out=e)
+        if _kernels.row_sums(e.reshape(-1), n, s.reshape(-1)):
+            return m + np.log(s)
+    return _logsumexp_array(x, axis)
+
+
+def _logsumexp_array(x: np.ndarray, axis: int) -> np.ndarray:
     m = np.max(x, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
     return m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
 
 
+def softmax_array(a: np.ndarray, axis: int) -> np.ndarray:
+    """exp(a - max) / sum along ``axis`` (numpy; the definition the kernel path must equal)."""
+    e = np.exp(a - np.max(a, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax_grad_composed(s: Tensor, g: Tensor, axis: int) -> Tensor:
+    """s * (g - sum(g * s)) along ``axis`` in fp32, as nn ops (the definition the kernel path
+    must equal)."""
+    s, g = widen(s), widen(g)
+    return s * (g - (g * s).sum(axis=axis, keepdims=True))
+
+
 class Softmax(Function):
-    """exp(a - max) / sum, in fp32; backward s * (g - sum(g * s)) in fp32."""
+    """exp(a - max) / sum, in fp32; backward s * (g - sum(g * s)) in fp32.
+
+    Along the last axis of float32 data (the attention's softmax) both directions run as numba
+    kernels (nn._kernels: exact max and differences, numpy's exp, numpy's pairwise row sums),
+    bit for bit the numpy composition, which every other case -- and any row where a NaN
+    arises, whose payload could differ -- takes. Every step is fp32 (a float32 result
+    "rounded" to FP32 is itself and counts nothing), so monitor counts are the same.
+    """
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
         ctx.saved["axis"] = axis
-        e = np.exp(a - np.max(a, axis=axis, keepdims=True))
-        return finish(ctx, e / np.sum(e, axis=axis, keepdims=True))
+        rows = _rows(a, axis=axis)
+        if rows is not None:
+            e = np.empty(a.shape, np.float32)
+            flat, n = e.reshape(-1), a.shape[-1]
+            maxima = np.empty(a.size // n, np.float32)
+            if _kernels.shift_by_row_max(rows[0], flat, n, maxima, False):
+                np.exp(e, out=e)
+                if _kernels.divide_by_row_sum(flat, n):
+                    return finish(ctx, e)
+        return finish(ctx, softmax_array(a, axis))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        s, g = widen(ctx.output()), widen(grad)
-        return s * (g - (g * s).sum(axis=ctx.saved["axis"], keepdims=True))
+        axis = ctx.saved["axis"]
+        rows = None if ctx.fmt is None or grad.fmt is None else _rows(ctx.out, grad.data, axis=axis)
+        if rows is not None:
+            out = np.empty(ctx.out.shape, np.float32)
+            if _kernels.softmax_grad(rows[0], rows[1], out.reshape(-1), ctx.out.shape[-1]):
+                return Tensor._make(out, at_least_fp32(ctx.fmt))
+        return softmax_grad_composed(ctx.output(), grad, axis)
 
 
 class LogSoftmax(Function):

@@ -1,9 +1,9 @@
 """Embedding lookup: rows of a table gathered by integer index (exact), and its gradient.
 
 The backward is the sparse gradient made dense: every row's gradient is the sum of the output
-gradients of the positions that looked it up, accumulated in fp32 (``np.add.at``, in index
-order) and handed to the engine labelled FP32, so it is rounded *once* to the table's format --
-repeated indices never round partial sums. Rows nobody looked up get exact zeros.
+gradients of the positions that looked it up, accumulated in fp32 (``np.add.at``'s additions,
+in index order) and handed to the engine labelled FP32, so it is rounded *once* to the table's
+format -- repeated indices never round partial sums. Rows nobody looked up get exact zeros.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from nn import _kernels, rounding
 from nn.autograd import Context, Function
 from nn.policy import at_least_fp32
 from nn.tensor import Tensor
@@ -34,8 +35,18 @@ class EmbeddingLookup(Function):
         (table,) = ctx.inputs
         g = grad.data
         full = np.zeros(table.shape, dtype=np.float64 if g.dtype == np.float64 else np.float32)
-        np.add.at(full, ctx.saved["indices"].reshape(-1), g.reshape(-1, table.shape[1]))
+        scatter_add(full, ctx.saved["indices"].reshape(-1), g.reshape(-1, table.shape[1]))
         return Tensor._make(full, at_least_fp32(grad.fmt))
+
+
+def scatter_add(full: np.ndarray, idx: np.ndarray, g: np.ndarray) -> None:
+    """``np.add.at(full, idx, g)`` for a 2-D ``full`` and rows ``g``: row ``idx[i]`` += ``g[i]``
+    for i in order. With nn's kernels on, a numba loop doing the same additions in the same
+    order (bit for bit np.add.at, about 20x faster); else np.add.at itself."""
+    if rounding.KERNELS_ENABLED and g.dtype == full.dtype and len(idx) == len(g):
+        _kernels.scatter_add_rows(full, idx, np.ascontiguousarray(g))
+    else:
+        np.add.at(full, idx, g)
 
 
 def integer_indices(x: Any, size: int, what: str = "indices") -> np.ndarray:

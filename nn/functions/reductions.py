@@ -16,6 +16,7 @@ from nn.autograd import Context, Function
 from nn.functions._common import constant
 from nn.functions.shape import BroadcastTo
 from nn.policy import at_least_fp32
+from nn.rounding import last_axis_sum
 from nn.tensor import Tensor
 
 Axis = int | tuple[int, ...] | None
@@ -50,7 +51,8 @@ class Sum(_Reduction):
     def forward(ctx: Context, a: np.ndarray, axes: tuple[int, ...] = (), keepdims: bool = False
                 ) -> np.ndarray:
         ctx.saved["kept"] = _kept_shape(a.shape, axes)
-        return np.asarray(a.sum(axis=axes, keepdims=keepdims))
+        fast = last_axis_sum(a, axes, keepdims)
+        return np.asarray(a.sum(axis=axes, keepdims=keepdims)) if fast is None else fast
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -65,6 +67,9 @@ class Mean(_Reduction):
                 ) -> np.ndarray:
         ctx.saved["kept"] = _kept_shape(a.shape, axes)
         ctx.saved["count"] = int(np.prod([a.shape[i] for i in axes])) if axes else 1
+        fast = last_axis_sum(a, axes, keepdims) if a.size else None
+        if fast is not None:  # np.mean's own division: by an intp count, in place, unsafe cast
+            return np.true_divide(fast, np.intp(a.shape[-1]), out=fast, casting="unsafe")
         return np.asarray(np.mean(a, axis=axes, keepdims=keepdims)) if a.size else np.asarray(
             np.nan, dtype=a.dtype
         )
