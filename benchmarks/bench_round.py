@@ -77,17 +77,14 @@ def first_call_seconds() -> float:
     return float(out.stdout.strip())
 
 
+def _copy_range(src: np.ndarray, dst: np.ndarray, lo: int, hi: int) -> None:
+    np.copyto(dst[lo:hi], src[lo:hi])  # (releases the GIL, as the kernels do)
+
+
 def threaded_copy(x: np.ndarray, out: np.ndarray) -> None:
-    """np.copyto(out, x), one contiguous block per thread, as fpsim.kernels.threads.run splits
-    an array: the pool's workers take the first blocks, the calling thread the last."""
-    k = fpsim_threads.get_num_threads()
-    bounds = np.linspace(0, x.size, k + 1).astype(int)
-    pool = fpsim_threads._get_pool()
-    futures = [pool.submit(np.copyto, out[lo:hi], x[lo:hi])
-               for lo, hi in zip(bounds[:-2], bounds[1:-1], strict=True)]
-    np.copyto(out[bounds[-2]:], x[bounds[-2]:])
-    for f in futures:
-        f.result()
+    """np.copyto(out, x) split into blocks by fpsim's own thread pool (fpsim.kernels.threads.run,
+    the same blocks a rounding kernel gets)."""
+    fpsim_threads.run(_copy_range, x.size, (x, out), ())
 
 
 def cases(x: np.ndarray, out: np.ndarray, only_fpsim: bool) -> dict[str, Callable[[], object]]:

@@ -15,6 +15,8 @@ numpy's int64 and uint64 arithmetic wraps like numba's; shifts are taken only by
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from fpsim.kernels.constants import Carrier, FormatBits
@@ -133,6 +135,21 @@ def events(
     ], dtype=np.int64)
 
 
+def _rounded_blocks(
+    src: np.ndarray, dst: np.ndarray, lo: int, hi: int, m: ModeBits, seed: int, c: Carrier,
+    f: FormatBits,
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """dst[lo:hi] = src[lo:hi] rounded, BLOCK elements at a time; yields each block's (input
+    bits, rounded bits, overflowed) after writing it."""
+    for start in range(lo, hi, BLOCK):
+        stop = min(hi, start + BLOCK)
+        b = src[start:stop].astype(np.int64)
+        index = np.arange(start, stop, dtype=np.int64) if m.STOCHASTIC else None
+        r, over = round_bits(b, m, seed, index, c, f)
+        dst[start:stop] = r.astype(dst.dtype, casting="unsafe")
+        yield b, r, over
+
+
 def round_count_range(
     src: np.ndarray, dst: np.ndarray, lo: int, hi: int, m: ModeBits, seed: int, c: Carrier,
     f: FormatBits,
@@ -140,12 +157,7 @@ def round_count_range(
     """general.round_count_range in numpy: dst[lo:hi] = src[lo:hi] rounded (1-D int32 or
     int64 views; dst may be src); returns the five event counts."""
     counts = np.zeros(5, dtype=np.int64)
-    for start in range(lo, hi, BLOCK):
-        stop = min(hi, start + BLOCK)
-        b = src[start:stop].astype(np.int64)
-        index = np.arange(start, stop, dtype=np.int64) if m.STOCHASTIC else None
-        r, over = round_bits(b, m, seed, index, c, f)
-        dst[start:stop] = r.astype(dst.dtype, casting="unsafe")
+    for b, r, over in _rounded_blocks(src, dst, lo, hi, m, seed, c, f):
         counts += events(b, r, over, c, f)
     return counts
 
@@ -155,9 +167,5 @@ def round_range(
     f: FormatBits,
 ) -> None:
     """general.round_range in numpy (see round_count_range; no counts)."""
-    for start in range(lo, hi, BLOCK):
-        stop = min(hi, start + BLOCK)
-        b = src[start:stop].astype(np.int64)
-        index = np.arange(start, stop, dtype=np.int64) if m.STOCHASTIC else None
-        r, _ = round_bits(b, m, seed, index, c, f)
-        dst[start:stop] = r.astype(dst.dtype, casting="unsafe")
+    for _ in _rounded_blocks(src, dst, lo, hi, m, seed, c, f):
+        pass
