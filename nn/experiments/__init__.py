@@ -6,13 +6,12 @@ return the measured numbers (dataclasses; nothing is printed here).
   ``import nn.experiments as ex; ex.run_compare()`` works as before.
 - ``lm``: the small transformer language model on Python's own documentation, and one
   measured run of it.
-- ``stories``: experiments 1-6 on that model (underflow from averaging, master weights,
-  fp32 statistics, fp32 accumulation, Adam's state in fp16, bf16 against fp16); experiment 3
-  runs on ``cnn``'s small CNN fed raw 0-255 pixels (``statistics``), its language-model
-  version is ``statistics_lm``; experiment 4 runs on the same CNN at batch 256
-  (``accumulation``), its language-model version is ``fp32_accumulation_lm``; experiment
-  2 on the CNN with Adam lr 3e-4 (``master_weights``, ``fpsim compare --experiment
-  master-weights``), its language-model version is ``master_weights_lm`` (``master-weights-lm``).
+- ``stories``: experiments 1-6 and their registry (``EXPERIMENTS``: the names of
+  ``fpsim compare --experiment``). Experiments 1, 5 and 6 (underflow from averaging, Adam's
+  state in fp16, bf16 against fp16) run on the language model; 2, 3 and 4 run on ``cnn``'s
+  small CNN fed 0-255 pixels: ``master_weights`` (``masters``), ``fp32_statistics``
+  (``statistics``) and ``fp32_accumulation`` (``accumulation``), each with a language-model
+  version named ``..._lm`` (``master-weights-lm``, ``statistics-lm``, ``accumulation-lm``).
 """
 
 from nn.experiments.cnn import CNNConfig, build_cnn, train_cnn

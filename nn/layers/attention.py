@@ -30,7 +30,8 @@ from nn.functions.accumulate import accumulated_linear, accumulator_format
 from nn.functions.attention import attention, causal_mask
 from nn.layers.base import Layer, check_seed, register
 from nn.layers.initializers import get_initializer
-from nn.policy import Policy, format_name, resolve_format
+from nn.layers.statistics import StatisticsFormat
+from nn.policy import Policy, format_name
 from nn.tensor import Tensor, Variable
 
 Shape = tuple[int | None, ...]
@@ -45,7 +46,7 @@ def _reshaped(weight: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 @register
-class MultiHeadAttention(Layer):
+class MultiHeadAttention(StatisticsFormat, Layer):
     """Multi-head scaled dot-product attention (see the module docstring)."""
 
     def __init__(self, num_heads: int, key_dim: int, value_dim: int | None = None,
@@ -56,9 +57,7 @@ class MultiHeadAttention(Layer):
                  seed: int | None = None, statistics_dtype: str | None = None) -> None:
         super().__init__(name=name, dtype=dtype)
         cls = "MultiHeadAttention"
-        if statistics_dtype is not None:
-            resolve_format(statistics_dtype, f"{cls}: statistics_dtype")
-        self.statistics_dtype = statistics_dtype
+        self.set_statistics_dtype(statistics_dtype)
         self.num_heads = checks.count(f"{cls}: num_heads", num_heads, minimum=1)
         self.key_dim = checks.count(f"{cls}: key_dim", key_dim, minimum=1)
         self.value_dim = (self.key_dim if value_dim is None
@@ -172,9 +171,7 @@ class MultiHeadAttention(Layer):
             v = self._heads(v_in, "value", self.value_dim)
             mask = self._mask(q_in.shape[1], k_in.shape[1], bool(use_causal_mask),
                               attention_mask)
-            stats = (self.variable_format if self.statistics_dtype is None
-                     else resolve_format(self.statistics_dtype))
-            ctx, probs = attention(q, k, v, mask, stats, self.accumulator)
+            ctx, probs = attention(q, k, v, mask, self.stats_format, self.accumulator)
             merged = F.transpose(ctx, (0, 2, 1, 3))  # (N, T, heads, value_dim)
             y = self._dense_out(merged)
         y.grad_site = sites.activation_grad(self.name)
@@ -191,5 +188,4 @@ class MultiHeadAttention(Layer):
                 "value_dim": self.value_dim, "use_bias": self.use_bias,
                 "accumulator": None if self.accumulator is None
                 else format_name(self.accumulator), "seed": self.seed,
-                **({} if self.statistics_dtype is None
-                   else {"statistics_dtype": self.statistics_dtype})}
+                **self.statistics_config()}

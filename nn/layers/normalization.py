@@ -6,9 +6,9 @@ under "float32" and every mixed policy (Keras's rule: normalization is computed 
 mixed precision), FP16 under the pure "float16" policy or a per-layer ``dtype="float16"``, so
 the overflow of fp16 statistics can be shown (nn.functions.norm); the output is rounded once
 more, to the compute format. ``statistics_dtype="float16"`` (LayerNormalization and
-BatchNormalization) puts only the statistics and the normalization in that format and keeps the
-layer's variables (gamma, beta, the moving statistics) in the policy's variable format, so an
-experiment can change the statistics' format alone; BatchNormalization's moving statistics are
+BatchNormalization; the rule is ``nn.layers.statistics``) puts only the statistics and the
+normalization in that format and keeps the layer's variables (gamma, beta, the moving
+statistics) in the policy's variable format; BatchNormalization's moving statistics are
 then updated from the fp16 batch statistics (an infinite batch variance makes the moving
 variance infinite, as it would in a framework whose statistics overflowed).
 Keras 3's BatchNormalization always opts out to fp32; nn keeps
@@ -33,7 +33,8 @@ from nn.autograd import no_grad
 from nn.functions.norm import layer_norm, moments, normalize
 from nn.layers.base import Layer, check_number, register
 from nn.layers.initializers import get_initializer
-from nn.policy import Policy, resolve_format
+from nn.layers.statistics import StatisticsFormat
+from nn.policy import Policy
 from nn.tensor import Tensor, Variable
 
 
@@ -43,7 +44,7 @@ def _flag(layer: str, name: str, value: Any) -> bool:
     return bool(value)
 
 
-class _Normalization(Layer):
+class _Normalization(StatisticsFormat, Layer):
     """Shared parts: ``epsilon``, ``center``/``scale`` and reading weights in the stats format."""
 
     def __init__(self, epsilon: float, center: bool, scale: bool,
@@ -58,22 +59,6 @@ class _Normalization(Layer):
         self.gamma_initializer = get_initializer(gamma_initializer)
         self.gamma: Variable | None = None
         self.beta: Variable | None = None
-        self.statistics_dtype: str | None = None  # None: the variable format
-
-    def set_statistics_dtype(self, statistics_dtype: str | None) -> None:
-        """Compute the statistics in ``statistics_dtype`` (a format name; None: the variable
-        format), leaving the variables' format alone."""
-        if statistics_dtype is not None:
-            resolve_format(statistics_dtype, f"{type(self).__name__}: statistics_dtype")
-        self.statistics_dtype = statistics_dtype
-
-    @property
-    def stats_format(self) -> Any:
-        """Where the statistics are computed: ``statistics_dtype`` if given, else the variable
-        format (see the module docstring)."""
-        if self.statistics_dtype is None:
-            return self.variable_format
-        return resolve_format(self.statistics_dtype)
 
     def read_stats(self, var: Variable | None) -> Tensor | None:
         """``var`` in the statistics format, its gradient tagged like ``Layer.read``'s."""
@@ -91,10 +76,8 @@ class _Normalization(Layer):
             self.beta = self.add_weight("beta", shape, self.beta_initializer)
 
     def get_config(self) -> dict[str, Any]:
-        extra = {} if self.statistics_dtype is None else {"statistics_dtype":
-                                                          self.statistics_dtype}
         return {**super().get_config(), "epsilon": self.epsilon, "center": self.center,
-                "scale": self.scale, **extra}
+                "scale": self.scale, **self.statistics_config()}
 
 
 @register
