@@ -5,7 +5,10 @@ The file is an uncompressed numpy ``.npz`` (a zip whose members carry CRC-32 che
 - ``config``: UTF-8 JSON (stored as a uint8 array, so loading never unpickles) holding the
   format tag and version, the architecture (``nn.layers.serialize``: each layer's registered
   class name and ``get_config``), each layer's build config (the input shape of its first call)
-  and state (e.g. a Dropout generator's state), the name, format and shape of every weight, the
+  and state (e.g. a Dropout generator's state), keyed by the layer's path in the layer tree
+  (``"0"``, ``"body"``, ``"blocks.1.ff1"``; by name up to version 3, which a subclassed
+  model's automatic names could not match), the name, state-dict key, format and shape of
+  every weight, the
   compile settings (loss and metrics, serialized through their registries), the optimizer's
   class, config and counters, the loss-scale optimizer's config and state, the training
   position (``epochs_trained``: the next epoch's shuffle seed) and the state of every fp8
@@ -54,11 +57,18 @@ from nn.loss_scale import LossScaleOptimizer
 from nn.model import Model
 from nn.policy import format_name
 from nn.registry import LAYERS, LOSSES, METRICS, OPTIMIZERS
-from nn.training import iter_layers, walk_layers
+from nn.training import iter_layers
 
 FORMAT = "fpsim.nn.checkpoint"
-VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+
+
+def _layers(model: Any, by_path: bool) -> dict[str, Any]:
+    """The model's layers by path in the layer tree (version 4 on), or by name (1 to 3)."""
+    if by_path:
+        return dict(model.named_modules())
+    return {layer.name: layer for layer in model.modules()}
 
 
 def _umask() -> int:
@@ -86,23 +96,24 @@ def save_model(model: Model, path: str | os.PathLike) -> None:
     if not (isinstance(model, Model) and isinstance(model, Layer)):
         raise TypeError(f"save() supports nn models built from layers (e.g. nn.Sequential), "
                         f"got {type(model).__name__}")
-    if getattr(model, "layers", None) and not all(layer.built for layer in iter_layers(model)):
+    if not all(layer.built or type(layer).build is Layer.build for layer in iter_layers(model)):
         raise ValueError("save() needs a built model: call it on a batch (or fit) first")
     arrays: dict[str, np.ndarray] = {}
-    weights = model.weights
+    keyed = list(model.named_variables(require_built=False))
+    weights = [var for _, var in keyed]
     for i, var in enumerate(weights):
         arrays[f"weight_{i}"] = np.ascontiguousarray(var.data)
-    layers = list(walk_layers(model))
+    layers = _layers(model, by_path=True)
     config: dict[str, Any] = {
         "format": FORMAT, "version": VERSION,
         "architecture": _serialize(LAYERS, model, "model"),
         "built": bool(model.built),
-        "build": {layer.name: layer.get_build_config() for layer in layers
+        "build": {path: layer.get_build_config() for path, layer in layers.items()
                   if layer.get_build_config() is not None},
-        "layer_state": {layer.name: layer.state() for layer in layers
+        "layer_state": {path: layer.state() for path, layer in layers.items()
                         if layer.state() is not None},
-        "weights": [{"name": v.name, "format": format_name(v.fmt), "shape": list(v.shape)}
-                    for v in weights],
+        "weights": [{"name": v.name, "key": key, "format": format_name(v.fmt),
+                     "shape": list(v.shape)} for key, v in keyed],
         "compile": None, "optimizer": None, "loss_scale": None,
         "training": {"epochs_trained": model.epochs_trained},
         "fp8": fp8_entries(model),
@@ -237,7 +248,7 @@ def _build(config: dict[str, Any]) -> Any:
         builds = config["build"]
         if not isinstance(builds, dict):
             raise _Bad(f"build must be a mapping of layer names to build configs, got {builds!r}")
-        layers = {layer.name: layer for layer in walk_layers(model)}
+        layers = _layers(model, by_path=config["version"] >= 4)
         unknown = sorted(set(builds) - set(layers))
         if unknown:
             raise _Bad(f"build configs name layers the architecture lacks: {unknown}")
@@ -254,27 +265,30 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
     model = _build(config)
     if not isinstance(model, Model):
         raise _Bad(f"the architecture is a {type(model).__name__}, not a model")
-    weights = model.weights
+    by_path = config["version"] >= 4
+    keyed = list(model.named_variables(require_built=False))
+    weights = [var for _, var in keyed]
     saved = config["weights"]
     if len(saved) != len(weights) or any(f"weight_{i}" not in arrays for i in range(len(saved))):
         raise _Bad(f"the architecture has {len(weights)} weights, the file describes "
                    f"{len(saved)} and holds {sum(k.startswith('weight_') for k in arrays)}")
-    for i, (var, meta) in enumerate(zip(weights, saved, strict=True)):
+    for i, ((key, var), meta) in enumerate(zip(keyed, saved, strict=True)):
         arr = arrays[f"weight_{i}"]
-        if (var.name != meta["name"] or list(arr.shape) != list(var.shape)
+        if ((meta["key"] != key if by_path else var.name != meta["name"])
+                or list(arr.shape) != list(var.shape)
                 or meta["format"] != format_name(var.fmt) or arr.dtype != var.data.dtype):
             raise _Bad(f"weight {i} is {meta['name']!r} {arr.dtype}{arr.shape} in "
                        f"{meta['format']}, the architecture expects {var.name!r} "
                        f"{var.data.dtype}{var.shape} in {format_name(var.fmt)}")
         var.assign(arr)
-    layers = {layer.name: layer for layer in walk_layers(model)}
+    layers = _layers(model, by_path)
     for name, state in config["layer_state"].items():
         if name not in layers:
             raise _Bad(f"layer_state names a layer the architecture lacks: {name!r}")
         layers[name].set_state(state)
     epochs_trained = _count("training.epochs_trained", config["training"]["epochs_trained"])
     model._epochs_trained = epochs_trained
-    _restore_fp8(model, config["fp8"])
+    _restore_fp8(model, layers, config["fp8"])
 
     comp = config["compile"]
     if comp is None:
@@ -323,7 +337,7 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
     return model
 
 
-def _restore_fp8(model: Model, entries: Any) -> None:
+def _restore_fp8(model: Model, layers: dict[str, Any], entries: Any) -> None:
     if entries is None:  # a version 1 or 2 file
         lost = stateful_layers(model)
         if lost:
@@ -333,7 +347,7 @@ def _restore_fp8(model: Model, entries: Any) -> None:
                           "uninterrupted run", stacklevel=4)
         return
     try:
-        restore_fp8(model, entries)
+        restore_fp8(layers, entries)
     except ValueError as e:
         raise _Bad(str(e)) from None
 

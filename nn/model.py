@@ -1,9 +1,11 @@
 """``Model``: Keras's training API (compile, fit, evaluate, predict, summary, save) for nn layers.
 
-``Model`` is a mixin over anything that is called on a batch and has ``weights`` and
-``trainable_variables``; ``nn.Sequential`` is a ``Model`` (write a custom model as
-``class Net(nn.Layer, nn.Model)``). ``nn.Model(inputs=..., outputs=...)`` makes a functional
-model (``nn.layers.functional.Functional``), as ``keras.Model`` does.
+``Model`` is a ``Layer`` (as in Keras), so ``nn.Sequential`` is one and a custom model is a
+subclass: Keras's way, ``class Net(nn.Model)`` with its layers as attributes in ``__init__``
+and ``call(x, training=False)``; PyTorch's way, the same with ``forward(x)``. The layers it
+holds are found by the layer tree (``nn.layers.module``); ``class Net(nn.Layer, nn.Model)``
+means the same. ``nn.Model(inputs=..., outputs=...)`` makes a functional model
+(``nn.layers.functional.Functional``), as ``keras.Model`` does.
 
 The loop itself and its numerics are in ``nn.training``; the progress lines in ``nn.progbar``.
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -33,11 +35,12 @@ from nn.autograd import no_grad
 from nn.checks import count
 from nn.fp8.scope import epoch_telemetry as fp8_epoch_telemetry
 from nn.history import History
+from nn.layers.base import Layer
 from nn.loss_scale import LossScaleOptimizer
 from nn.progbar import Progbar, check_verbose
 from nn.registry import LOSSES
 from nn.summary import summary_text
-from nn.tensor import Tensor, Variable
+from nn.tensor import Tensor
 from nn.training import (
     Batches,
     batch_source,
@@ -92,26 +95,14 @@ def check_build_shape(model: Any, input_shape: Any) -> tuple[int | None, ...]:
     return tuple(None if d is None else int(d) for d in input_shape)
 
 
-class Model:
-    """Training and inference for a callable model with ``weights``/``trainable_variables``.
+class Model(Layer):
+    """A layer with Keras's training API: compile, fit, evaluate, predict, summary, save.
 
     >>> model = nn.Sequential([nn.Dense(32, activation="relu"), nn.Dense(10)])
     >>> model.compile("adam", nn.losses.SparseCategoricalCrossentropy(from_logits=True),
     ...               metrics=["accuracy"])                        # doctest: +SKIP
     >>> history = model.fit(x, y, epochs=5, validation_split=0.1)  # doctest: +SKIP
     """
-
-    if TYPE_CHECKING:  # what a Model is mixed into provides these (e.g. nn.Layer)
-        name: str
-        built: bool
-
-        @property
-        def weights(self) -> list[Variable]: ...
-
-        @property
-        def trainable_variables(self) -> list[Variable]: ...
-
-        def __call__(self, x: Any, training: bool = False) -> Tensor: ...
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Model:
         """``nn.Model(inputs=..., outputs=..., name=...)`` is a functional model (Keras)."""

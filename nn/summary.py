@@ -35,9 +35,11 @@ def _rows(model: Any) -> list[tuple[Any, str, str | None]]:
     if hasattr(model, "summary_rows"):
         return list(model.summary_rows())
     # one row per top-level layer (as Keras): a composite layer such as TransformerBlock is one
-    # row with all its sub-layers' parameters, and is traced as the model calls it
-    layers: list[Any] = list(model.layers) if getattr(model, "layers", None) else [model]
-    shapes = _traced_shapes(layers) or [
+    # row with all its sub-layers' parameters; a chain of layers (Sequential) is traced as the
+    # model calls it; the children of a custom model are not a chain (its call may be anything)
+    layers: list[Any] = list(model.children()) or [model]
+    chain = isinstance(getattr(model, "layers", None), list)
+    shapes = (_traced_shapes(layers) if chain else None) or [
         "?" if not getattr(layer, "units", None) else f"(None, {layer.units})"
         for layer in layers]
     return [(layer, shape, None) for layer, shape in zip(layers, shapes, strict=True)]

@@ -34,26 +34,24 @@ from nn.progbar import Progbar
 from nn.tensor import Tensor
 
 
-def iter_layers(model: Any) -> Iterator[Any]:
-    """The leaf layers of ``model`` in call order (nested containers flattened)."""
-    for layer in getattr(model, "layers", []):
-        if getattr(layer, "layers", None) is not None:
-            yield from iter_layers(layer)
-        else:
-            yield layer
-
-
 def walk_layers(layer: Any) -> Iterator[Any]:
-    """``layer`` itself and every layer inside it, containers included (depth first)."""
-    yield layer
-    for inner in getattr(layer, "layers", None) or []:
-        yield from walk_layers(inner)
+    """``layer`` itself and every layer inside it, containers included (depth first): the
+    layer tree's walk (``Module.modules``)."""
+    yield from layer.modules()
+
+
+def iter_layers(model: Any) -> Iterator[Any]:
+    """The layers of ``model`` that compute with weights of their own or hold no other layer
+    (the leaves of the tree, plus any layer with its own weights), depth first; ``model``
+    itself when it holds no layer."""
+    for layer in model.modules():
+        if layer._weights or next(layer.children(), None) is None:
+            yield layer
 
 
 def is_mixed_float16(model: Any) -> bool:
     """True if any layer computes in fp16 on fp32 variables (Keras's "mixed_float16")."""
-    layers = list(iter_layers(model)) or [model]
-    for layer in layers:
+    for layer in walk_layers(model):
         policy = getattr(layer, "policy", None)
         if policy is not None and policy.is_mixed and policy.compute_format == fpsim.FP16:
             return True
@@ -144,10 +142,10 @@ def forward_keeping_outputs(model: Any, x: np.ndarray, training: bool, keep: boo
 def telemetry_sites(model: Any) -> dict[str, dict[str, list[str]]]:
     """Monitor site names of each leaf layer's activation and weight gradients."""
     out: dict[str, dict[str, list[str]]] = {}
-    for layer in iter_layers(model) if getattr(model, "layers", None) else [model]:
+    for layer in iter_layers(model):
         if getattr(layer, "is_input_layer", False):
             continue  # nn.Input: no op, no gradient of its own
-        names = [v.name for v in getattr(layer, "trainable_variables", []) if v.name]
+        names = [v.name for v in layer._weights if v.name and v.trainable and layer.trainable]
         out[layer.name] = sites.layer_sites(layer.name, names)
     return out
 

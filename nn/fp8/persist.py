@@ -1,8 +1,9 @@
 """The fp8 recipes of a model in its checkpoint: what ``nn.checkpoint`` writes and restores.
 
 A checkpoint's config holds a list ``fp8``, one entry per recipe of the model's policies
-(``recipes_of``, depth-first order): ``layers`` (the names of the layers whose policy carries
-that recipe: one name for ``dtype="fp8_hybrid_delayed"`` given per layer, several for layers
+(``recipes_of``, depth-first order): ``layers`` (the paths in the layer tree, ``"0"``,
+``"body"``, of the layers whose policy carries that recipe -- their names up to checkpoint
+version 3: one for ``dtype="fp8_hybrid_delayed"`` given per layer, several for layers
 built under one Policy object, e.g. ``nn.set_global_policy``) and the recipe's
 ``state_dict()`` (``recipe``, ``states``, ``steps``): every amax history, scale and step count,
 so training resumed from the checkpoint is bit-identical to an uninterrupted run.
@@ -28,37 +29,31 @@ STATE_KEYS = ("recipe", "states", "steps")
 
 
 def _is_container(layer: Any) -> bool:
-    from nn.model import Model  # (nn.model imports nn.layers, which import nn.fp8)
-
-    return isinstance(layer, Model) and getattr(layer, "layers", None) is not None
-
-
-def _layers(model: Any) -> dict[str, Any]:
-    from nn.training import walk_layers
-
-    return {layer.name: layer for layer in walk_layers(model)}
+    """A layer that holds other layers and no weights of its own (a model, a block)."""
+    return not layer._weights and next(layer.children(), None) is not None
 
 
 def fp8_entries(model: Any) -> list[dict[str, Any]]:
     """The ``fp8`` list of ``model``'s checkpoint (see the module docstring)."""
-    layers = _layers(model).values()
-    return [{"layers": [layer.name for layer in layers
+    layers = list(model.named_modules())  # the layer tree's walk
+    return [{"layers": [path for path, layer in layers
                         if getattr(layer.policy, "recipe", None) is recipe],
              **recipe.state_dict()} for recipe in recipes_of(model)]
 
 
 def stateful_layers(model: Any) -> list[str]:
-    """The layers whose recipe's next scale depends on earlier steps (delayed scaling)."""
-    return [name for name, layer in _layers(model).items() if not _is_container(layer)
+    """The names of the layers whose recipe's next scale depends on earlier steps (delayed
+    scaling)."""
+    return [layer.name for layer in model.modules() if not _is_container(layer)
             and getattr(getattr(layer.policy, "recipe", None), "stateful", False)]
 
 
-def restore_fp8(model: Any, entries: Any) -> None:
-    """Share and restore the recipes of ``model`` (just built from the checkpoint) from its
-    ``fp8`` list. A bad entry raises ValueError naming the field (``fp8[i].<field>``)."""
+def restore_fp8(layers: dict[str, Any], entries: Any) -> None:
+    """Share and restore the recipes of a model just built from its checkpoint, whose layers
+    are ``layers`` (by path, or by name up to version 3), from its ``fp8`` list. A bad entry
+    raises ValueError naming the field (``fp8[i].<field>``)."""
     if not isinstance(entries, list):
         raise ValueError(f"fp8 must be a list of recipe states, got {entries!r:.80}")
-    layers = _layers(model)
     covered: set[int] = set()
     for i, entry in enumerate(entries):
         where = f"fp8[{i}]"
@@ -68,7 +63,7 @@ def restore_fp8(model: Any, entries: Any) -> None:
                              f"got {got!r:.80}")
         names = entry["layers"]
         if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
-            raise ValueError(f"{where}.layers must be a non-empty list of layer names, got "
+            raise ValueError(f"{where}.layers must be a non-empty list of layer paths, got "
                              f"{names!r:.80}")
         unknown = [n for n in names if n not in layers]
         if unknown:
@@ -96,7 +91,7 @@ def restore_fp8(model: Any, entries: Any) -> None:
         except ValueError as e:
             raise ValueError(f"{where}.{e}") from None
         covered.add(id(recipe))
-    lacking = [name for name, layer in layers.items() if not _is_container(layer)
+    lacking = [layer.name for layer in layers.values() if not _is_container(layer)
                and getattr(layer.policy, "recipe", None) is not None
                and id(layer.policy.recipe) not in covered]
     if lacking:

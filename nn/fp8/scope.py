@@ -170,15 +170,10 @@ def recipes_of(model: Any) -> list[Recipe]:
     layers given ``dtype="mxfp8"`` one by one each have their own.
     """
     found: dict[int, Recipe] = {}
-
-    def visit(layer: Any) -> None:
-        recipe = getattr(getattr(layer, "policy", None), "recipe", None)
+    for layer in model.modules():  # the layer tree's walk
+        recipe = getattr(layer.policy, "recipe", None)
         if recipe is not None:
             found.setdefault(id(recipe), recipe)
-        for inner in getattr(layer, "layers", None) or []:
-            visit(inner)
-
-    visit(model)
     return list(found.values())
 
 

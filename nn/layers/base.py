@@ -9,6 +9,7 @@ no edit anywhere else.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -54,7 +55,24 @@ def check_seed(layer: str, seed: object) -> int | None:
     raise ValueError(f"{layer}: seed must be None or an integer >= 0, got {seed!r}")
 
 
-class Layer(Module):
+# the training= of the innermost enclosing layer call that had one (None: no such call)
+_CALL_TRAINING: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "nn_call_training", default=None)
+
+
+class _LayerType(type):
+    """Drops a base that a later base already derives from, so that
+    ``class Net(nn.Layer, nn.Model)`` (nn's older spelling) means ``class Net(nn.Model)``
+    instead of failing with an inconsistent method resolution order."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
+                **kwargs: Any) -> _LayerType:
+        bases = tuple(b for i, b in enumerate(bases) if not any(
+            issubclass(later, b) and later is not b for later in bases[i + 1:]))
+        return super().__new__(mcs, name, bases, namespace, **kwargs)
+
+
+class Layer(Module, metaclass=_LayerType):
     """Base layer: a name, a dtype policy, weights made on the first call, ``trainable_variables``.
 
     The PyTorch verbs (``parameters()``, ``state_dict()``, ``train()``/``eval()``, ...) come
@@ -120,7 +138,9 @@ class Layer(Module):
 
     @property
     def weights(self) -> list[Variable]:
-        return list(self._weights)
+        """This layer's variables, then those of the layers inside it (depth first), each
+        once, as in Keras: the walk of ``named_variables``."""
+        return [var for _, var in self.named_variables(require_built=False)]
 
     @property
     def variables(self) -> list[Variable]:
@@ -128,7 +148,8 @@ class Layer(Module):
 
     @property
     def trainable_variables(self) -> list[Variable]:
-        return [v for v in self.weights if v.trainable] if self.trainable else []
+        """The trainable ones of ``weights`` ([] for a frozen layer, inside it too)."""
+        return [var for _, var in self.named_variables(trainable_only=True, require_built=False)]
 
     @property
     def non_trainable_variables(self) -> list[Variable]:
@@ -158,14 +179,18 @@ class Layer(Module):
         return t
 
     # --- calling ----------------------------------------------------------------------------------
-    def build(self, input_shape: tuple[int | None, ...]) -> None:
-        """Create the weights for inputs of ``input_shape`` (batch first, may be None)."""
-
     def check_input(self, x: Tensor) -> None:
         """Raise a ValueError naming the layer and both shapes if ``x`` does not fit."""
 
     def call(self, x: Tensor, training: bool = False) -> Tensor:
-        raise NotImplementedError
+        """The layer's computation (Keras's name); a layer written PyTorch's way defines
+        ``forward(x)`` instead, which runs here (the mode is ``self.training``, or the
+        ``training=`` of the enclosing call, e.g. True inside ``fit``)."""
+        forward = getattr(self, "forward", None)
+        if forward is None:
+            raise NotImplementedError(f"layer '{self.name}' ({type(self).__name__}) defines "
+                                      "neither call(x, training) nor forward(x)")
+        return forward(x)
 
     def _as_input(self, x: Any) -> Tensor:
         if not isinstance(x, Tensor):
@@ -188,7 +213,8 @@ class Layer(Module):
         """``training`` if given, else the layer's mode (``train()``/``eval()``), else False
         (Keras's default for a call without ``training=``)."""
         if training is None:
-            return bool(self.training)
+            outer = _CALL_TRAINING.get()
+            return bool(self.training) if outer is None else outer
         if not isinstance(training, (bool, np.bool_)):
             raise TypeError(f"layer '{self.name}': training must be True, False or None, got "
                             f"{training!r}")
@@ -196,7 +222,11 @@ class Layer(Module):
 
     def __call__(self, x: Any, training: bool | None = None) -> Tensor:
         """Cast ``x`` to the compute format (not inside ``nn.autocast``), build on the first
-        call, run ``call`` with ``resolve_training(training)``."""
+        call, run ``call`` with ``resolve_training(training)``. An explicit ``training=`` (or
+        one inherited from an enclosing call) is also the mode of every layer called inside
+        that does not get its own (Keras's call context), so ``fit``'s True reaches the layers
+        of a ``forward`` written without ``training``."""
+        explicit = training is not None or _CALL_TRAINING.get() is not None
         training = self.resolve_training(training)
         x = self._as_input(x)
         if not self.built:
@@ -204,8 +234,13 @@ class Layer(Module):
                 raise ValueError(f"layer '{self.name}' needs batched input, got a scalar")
             self._build_once(x.shape)
         self.check_input(x)
-        with name_scope(self.name), fp8_layer_scope(self.policy, self):  # a recipe policy's matmuls
-            y = self.call(x, training=training)
+        token = _CALL_TRAINING.set(training) if explicit else None
+        try:
+            with name_scope(self.name), fp8_layer_scope(self.policy, self):  # recipe matmuls
+                y = self.call(x, training=training)
+        finally:
+            if token is not None:
+                _CALL_TRAINING.reset(token)
         if y is not x:
             y.grad_site = sites.activation_grad(self.name)
         return y

@@ -6,8 +6,9 @@ and ``TransformerBlock`` (the names of Keras's transformer examples), so that a 
 >>> lm(np.zeros((2, 8))).shape
 (2, 8, 50)
 
-Each composite lists its sub-layers in ``layers`` (named ``<block>_<part>``), so telemetry,
-``summary`` and checkpoints see the sub-layers themselves; ``weights`` is theirs, in order.
+Each composite holds its sub-layers as attributes (named ``<block>_<part>``); the layer tree
+(``nn.layers.module``) finds them, so telemetry, ``summary`` and checkpoints see the
+sub-layers themselves and ``weights`` is theirs, in assignment order.
 Every sub-layer keeps its own precision rule (attention and LayerNormalization compute their
 softmax and statistics in fp32 under mixed policies).
 """
@@ -28,17 +29,11 @@ from nn.layers.core import Dense
 from nn.layers.embedding import Embedding
 from nn.layers.normalization import LayerNormalization
 from nn.policy import Policy
-from nn.tensor import Tensor, Variable
+from nn.tensor import Tensor
 
 
 class _Composite(Layer):
-    """A layer made of sub-layers (``self.layers``); its weights are theirs, in order."""
-
-    layers: list[Layer]
-
-    @property
-    def weights(self) -> list[Variable]:
-        return [v for layer in self.layers for v in layer.weights]
+    """A layer made of sub-layers (its attributes); its weights are theirs, in order."""
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "dtype": self.policy.name}
@@ -65,7 +60,6 @@ class TokenAndPositionEmbedding(_Composite):
                                name=f"{self.name}_token")
         self.position = Embedding(sequence_length, embedding_dim, dtype=policy,
                                   name=f"{self.name}_position")
-        self.layers = [self.token, self.position]
 
     def __call__(self, x: Any, training: bool | None = None) -> Tensor:
         training = self.resolve_training(training)
@@ -116,7 +110,6 @@ class TransformerBlock(_Composite):
         self.ff1 = Dense(self.ff_dim, activation=activation, dtype=p, name=f"{n}_ff1")
         self.ff2 = Dense(self.embed_dim, dtype=p, name=f"{n}_ff2")
         self.ln2 = LayerNormalization(epsilon=epsilon, dtype=p, name=f"{n}_ln2")
-        self.layers = [self.attention, self.ln1, self.ff1, self.ff2, self.ln2]
 
     def __call__(self, x: Any, training: bool | None = None) -> Tensor:
         training = self.resolve_training(training)

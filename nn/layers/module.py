@@ -36,39 +36,79 @@ class IncompatibleKeys(NamedTuple):
     unexpected_keys: list[str]
 
 
+def _holds_layers(value: Any) -> bool:
+    """True for a layer, and for a list, tuple or dict that holds one (at any depth) or is
+    empty (it may be filled later, as ``Sequential.layers`` is)."""
+    if isinstance(value, Module):
+        return True
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return not value or any(_holds_layers(item) for item in value)
+    return False
+
+
+def _layers_in(key: str, value: Any) -> Iterator[tuple[str, Module]]:
+    """(key, layer) for ``value`` and every layer in it: lists and tuples by position, dicts by
+    their keys, nested at any depth (``"blocks.0"``, ``"heads.query"``)."""
+    if isinstance(value, Module):
+        yield key, value
+        return
+    items = value.items() if isinstance(value, dict) else (
+        enumerate(value) if isinstance(value, (list, tuple)) else ())
+    for k, item in items:
+        yield from _layers_in(f"{key}.{k}" if key else str(k), item)
+
+
 class Module:
-    """PyTorch's module verbs over a layer's weights and the layers inside it."""
+    """The layer tree, and PyTorch's module verbs over it.
+
+    The tree: an attribute that holds a layer, or a list, tuple or dict of layers, is tracked
+    when it is assigned (as Keras 3's ``Layer.__setattr__`` does); ``named_children`` reads
+    the tracked attributes in assignment order. Every question about what is inside a layer
+    (``weights``, ``trainable_variables``, ``parameters()``, ``state_dict``, ``summary``,
+    ``fit``, checkpoints, fp8 recipes, telemetry) walks this one tree.
+    """
 
     training: bool | None = None  # set by train() / eval(); None: never set (see the docstring)
+    trainable: bool = True
+    CHILD_LIST = "layers"  # a container's own list of layers: its children keyed "0", "1", ...
 
     if TYPE_CHECKING:  # provided by nn.Layer
         name: str
         built: bool
-        trainable: bool
         _weights: list[Variable]
 
         def weight_key(self, var: Variable) -> str: ...
 
-        def build(self, input_shape: tuple[int | None, ...]) -> None: ...
+    def __setattr__(self, name: str, value: Any) -> None:
+        if _holds_layers(value):
+            tracked = self.__dict__.setdefault("_tracked", [])
+            if name not in tracked:
+                tracked.append(name)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        tracked = self.__dict__.get("_tracked", [])
+        if name in tracked:
+            tracked.remove(name)
+        object.__delattr__(self, name)
+
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
+        """Create the weights for inputs of ``input_shape`` (batch first, may be None)."""
 
     # --- the tree -------------------------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Layer]]:
-        """The layers directly inside: a container's ``layers`` by position ("0", "1", ...),
-        otherwise the Layer attributes (and lists of layers, "blocks.0") in assignment order."""
-        from nn.layers.base import Layer
-
-        layers = getattr(self, "layers", None)
-        if isinstance(layers, list):
-            for i, layer in enumerate(layers):
-                yield str(i), layer
-            return
-        for key, value in vars(self).items():
-            if isinstance(value, Layer) and value is not self:
-                yield key, value
-            elif isinstance(value, (list, tuple)):
-                for i, item in enumerate(value):
-                    if isinstance(item, Layer):
-                        yield f"{key}.{i}", item
+        """The layers directly inside, each once, in the order their attributes were assigned:
+        ``"fc1"`` for ``self.fc1``, ``"blocks.0"`` for ``self.blocks[0]``, ``"heads.q"`` for
+        ``self.heads["q"]``; a container's own ``layers`` list by position (``"0"``, ``"1"``)."""
+        seen = {id(self)}
+        for name in list(self.__dict__.get("_tracked", ())):
+            key = "" if name == self.CHILD_LIST else name
+            for child_key, child in _layers_in(key, getattr(self, name, None)):
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    yield child_key, child  # type: ignore[misc]
 
     def children(self) -> Iterator[Layer]:
         for _, child in self.named_children():
@@ -89,13 +129,26 @@ class Module:
         for _, module in self.named_modules():
             yield module
 
-    # --- weights --------------------------------------------------------------------------------
-    def _named_variables(self, trainable_only: bool) -> Iterator[tuple[str, Variable]]:
+    # --- weights ------------------------------------------------------------------------------
+    def _walk(self, prefix: str, memo: set[int], trainable_only: bool
+              ) -> Iterator[tuple[str, Module]]:
+        if id(self) in memo or (trainable_only and not self.trainable):
+            return  # a frozen layer holds no trainable variable, nor do the layers inside it
+        memo.add(id(self))
+        yield prefix, self
+        for key, child in self.named_children():
+            yield from child._walk(f"{prefix}.{key}" if prefix else key, memo, trainable_only)
+
+    def named_variables(self, trainable_only: bool = False, require_built: bool = True
+                        ) -> Iterator[tuple[str, Variable]]:
+        """(key, variable) for this layer's variables and those of every layer inside it, depth
+        first, each once: the one walk behind ``weights``, ``trainable_variables``,
+        ``parameters()`` and ``state_dict()``. ``require_built``: a layer that makes its
+        weights from its first input raises until it has them."""
         seen: set[int] = set()
-        for prefix, module in self.named_modules():
-            if trainable_only and not module.trainable:
-                continue
-            module._require_built()
+        for prefix, module in self._walk("", set(), trainable_only):
+            if require_built:
+                module._require_built()
             for var in module._weights:
                 if id(var) in seen or (trainable_only and not var.trainable):
                     continue
@@ -104,9 +157,7 @@ class Module:
                 yield (f"{prefix}.{key}" if prefix else key), var
 
     def _require_built(self) -> None:
-        from nn.layers.base import Layer
-
-        if not self.built and type(self).build is not Layer.build:
+        if not self.built and type(self).build is not Module.build:
             raise ValueError(
                 f"layer '{self.name}' ({type(self).__name__}) has no weights yet: they are made "
                 "from the first input's shape; call the model on a batch once (model(x)), build "
@@ -114,7 +165,7 @@ class Module:
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Variable]]:
         """(key, variable) for every trainable variable, keys as in the module docstring."""
-        for key, var in self._named_variables(trainable_only=True):
+        for key, var in self.named_variables(trainable_only=True):
             yield (f"{prefix}.{key}" if prefix else key), var
 
     def parameters(self) -> Iterator[Variable]:
@@ -129,7 +180,7 @@ class Module:
     # --- state dict -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, np.ndarray]:
         """Every variable (trainable or not) as a copy of its values, by key."""
-        return {key: var.numpy() for key, var in self._named_variables(trainable_only=False)}
+        return {key: var.numpy() for key, var in self.named_variables()}
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True
                         ) -> IncompatibleKeys:
@@ -143,7 +194,7 @@ class Module:
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"load_state_dict expects a mapping of key -> array (what "
                             f"state_dict() returns), got {type(state_dict).__name__}")
-        own = dict(self._named_variables(trainable_only=False))
+        own = dict(self.named_variables())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         errors: list[str] = []

@@ -19,7 +19,7 @@ from nn.layers.base import Layer, deserialize, register, serialize
 from nn.layers.symbolic import SymbolicTensor
 from nn.model import Model, check_build_shape
 from nn.policy import default_tensor_format
-from nn.tensor import Tensor, Variable
+from nn.tensor import Tensor
 from nn.training import walk_layers
 
 
@@ -69,21 +69,12 @@ def _layers_from_args(args: tuple[Any, ...], layers: Iterable[Layer] | None,
                     f"layers as arguments, Sequential(a, b, c) (PyTorch); got ({kinds})")
 
 
-class Container(Layer, Model):
-    """A model made of ``self.layers`` (Sequential, Functional): its variables are theirs, in
-    layer order."""
+class Container(Model):
+    """A model made of ``self.layers`` (Sequential, Functional): its children are that list's
+    layers, keyed by position (``Module.CHILD_LIST``), so its variables are theirs, in layer
+    order."""
 
     layers: list[Layer]
-
-    @property
-    def weights(self) -> list[Variable]:
-        return [v for layer in self.layers for v in layer.weights]
-
-    @property
-    def trainable_variables(self) -> list[Variable]:
-        if not self.trainable:
-            return []
-        return [v for layer in self.layers for v in layer.trainable_variables]
 
 
 @register

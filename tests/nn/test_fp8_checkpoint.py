@@ -135,10 +135,18 @@ def test_a_nan_or_inf_amax_in_the_history_round_trips(saved, tmp_path):
     assert math.isnan(history[1]) and history[2] == np.inf
 
 
+def _downgrade_to_version_2(c):
+    """A version 2 config: no fp8 entry, build configs and layer states keyed by layer name
+    (version 4 keys them by path in the layer tree)."""
+    names = {w["key"].rpartition(".")[0]: w["name"].rpartition("/")[0] for w in c["weights"]}
+    c["build"] = {names[path]: build for path, build in c["build"].items()}
+    c["layer_state"] = {names[path]: state for path, state in c["layer_state"].items()}
+    c["version"] = 2
+    del c["fp8"]
+
+
 def test_a_version_2_checkpoint_of_a_delayed_scaling_model_loads_with_a_warning(saved, tmp_path):
-    def downgrade(c):
-        c["version"] = 2
-        del c["fp8"]
+    downgrade = _downgrade_to_version_2
 
     with pytest.warns(UserWarning, match="restarts from empty amax histories"):
         loaded = nn.load_model(_rewrite(saved, tmp_path / "v2.npz", edit_config=downgrade))
@@ -149,10 +157,7 @@ def test_a_version_2_checkpoint_of_a_model_without_delayed_scaling_loads_silentl
     model = _model("mxfp8")
     model.fit(X, Y, batch_size=16, epochs=1, seed=0, verbose=0)
     model.save(tmp_path / "ck.npz")
-
-    def downgrade(c):
-        c["version"] = 2
-        del c["fp8"]
+    downgrade = _downgrade_to_version_2
 
     import warnings
 
