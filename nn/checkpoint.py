@@ -140,16 +140,12 @@ def save_model(model: Model, path: str | os.PathLike) -> None:
         }
         scaler = model.loss_scale_optimizer
         config["compile"]["loss_scaled"] = scaler is not None
-        if scaler is not None:
-            st = scaler.state_dict()
+        if scaler is not None:  # the optimizer's own config and state, less the inner one's
             config["loss_scale"] = {
-                "compiled": model._loss_scale_key == "compiled",
-                "key": None if model._loss_scale_key == "compiled" else model._loss_scale_key,
-                "initial_scale": scaler.initial_scale,
-                "dynamic_growth_steps": scaler.dynamic_growth_steps, "dynamic": scaler.dynamic,
-                "scale": st["loss_scale"], "counter": st["dynamic_counter"],
-                "skipped_steps": st["skipped_steps"],
-                "last_step_skipped": scaler.last_step_skipped,
+                "setting": model.loss_scale_setting,
+                "config": {k: v for k, v in scaler.get_config().items()
+                           if k != "inner_optimizer"},
+                "state": {k: v for k, v in scaler.state_dict().items() if k != "optimizer"},
             }
     arrays["config"] = np.frombuffer(json.dumps(config).encode("utf-8"), dtype=np.uint8)
     path = Path(path)
@@ -210,7 +206,21 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         config = _upgrade_v1(config)
     if config["version"] == 2:
         config = dict(config, version=3, fp8=None)  # None: the file recorded no recipe state
+    if config["version"] == 3 and config.get("loss_scale") is not None:
+        config = dict(config, loss_scale=_loss_scale_from_v3(config["loss_scale"]))
     return config, arrays
+
+
+def _loss_scale_from_v3(ls: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 to 3's flat loss-scale entry in version 4's layout (the LossScaleOptimizer's
+    own ``get_config`` and ``state_dict``)."""
+    dynamic = _flag("loss_scale.dynamic", ls["dynamic"])
+    return {"setting": "compiled" if _flag("loss_scale.compiled", ls["compiled"]) else ls["key"],
+            "config": {"initial_scale": ls["initial_scale"], "dynamic": dynamic,
+                       "dynamic_growth_steps": ls["dynamic_growth_steps"] if dynamic else None},
+            "state": {"loss_scale": ls["scale"], "dynamic_counter": ls["counter"],
+                      "skipped_steps": ls["skipped_steps"],
+                      "last_step_skipped": ls["last_step_skipped"]}}
 
 
 def _upgrade_v1(config: dict[str, Any]) -> dict[str, Any]:
@@ -287,7 +297,6 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
             raise _Bad(f"layer_state names a layer the architecture lacks: {name!r}")
         layers[name].set_state(state)
     epochs_trained = _count("training.epochs_trained", config["training"]["epochs_trained"])
-    model._epochs_trained = epochs_trained
     _restore_fp8(model, layers, config["fp8"])
 
     comp = config["compile"]
@@ -311,29 +320,19 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
     ls = config["loss_scale"]
     scaler = None
     if ls is not None:
-        scaler = LossScaleOptimizer(inner, initial_scale=ls["initial_scale"],
-                                    dynamic_growth_steps=ls["dynamic_growth_steps"]
-                                    if ls["dynamic"] else None,
-                                    dynamic=_flag("loss_scale.dynamic", ls["dynamic"]))
-        scaler.load_state_dict({"loss_scale": ls["scale"],
-                                "dynamic_counter": _count("loss_scale.counter", ls["counter"]),
-                                "skipped_steps": _count("loss_scale.skipped_steps",
-                                                        ls["skipped_steps"]),
-                                "optimizer": inner.state_dict()})
-        scaler.last_step_skipped = _flag("loss_scale.last_step_skipped", ls["last_step_skipped"])
+        if not (isinstance(ls, dict) and sorted(ls) == ["config", "setting", "state"]):
+            raise _Bad(f"loss_scale must be a mapping of setting, config and state, got "
+                       f"{ls!r:.80}")
+        scaler = LossScaleOptimizer.from_config(ls["config"], inner)
+        scaler.load_state_dict({**ls["state"], "optimizer": inner.state_dict()})
     loss = LOSSES.deserialize(comp["loss"])
     model.compile(inner, loss, metrics=[METRICS.deserialize(m) for m in comp["metrics"]])
     if scaler is not None:
-        compiled = _flag("loss_scale.compiled", ls["compiled"])
-        key = "compiled" if compiled else ls["key"]
-        if not (key in ("compiled", "dynamic") or (isinstance(key, (int, float))
-                                                   and not isinstance(key, bool) and key > 0)):
-            raise _Bad(f"loss_scale.key must be 'dynamic' or a positive number, got {key!r}")
-        model.optimizer, model._loss_scale_key = scaler, key
+        model.use_loss_scaler(scaler, ls["setting"])
     elif not _flag("compile.loss_scaled", comp.get("loss_scaled", model.loss_scale_optimizer
                                                    is not None)):
-        model.optimizer, model._loss_scale_key = inner, "none"
-    model._epochs_trained = epochs_trained  # compile restarted it
+        model.use_loss_scaler(None, "none")
+    model.epochs_trained = epochs_trained  # compile restarted it
     return model
 
 

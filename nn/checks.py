@@ -31,6 +31,46 @@ def number(name: str, value: object, *, lo: float = -math.inf, hi: float = math.
     raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
 
 
+def positive_float32(name: str, value: object) -> np.float32:
+    """``value`` as a float32 if it is a real number (not a bool) that is finite and > 0 in
+    float32, else a ValueError naming ``name``."""
+    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+            and math.isfinite(float(value))):
+        with np.errstate(over="ignore"):
+            value32 = np.float32(value)
+        if np.isfinite(value32) and value32 > 0:
+            return value32
+    raise ValueError(f"{name} must be a positive number that is finite and non-zero in "
+                     f"float32, got {value!r}")
+
+
+def factor(name: str, value: object, *, above_one: bool) -> float:
+    """A growth factor (``above_one``: a finite number > 1) or a backoff factor (a number in
+    (0, 1)), else a ValueError naming ``name``."""
+    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+            and math.isfinite(v := float(value)) and (v > 1 if above_one else 0 < v < 1)):
+        return v
+    allowed = "a finite number > 1" if above_one else "a number in (0, 1)"
+    raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # 2**-126
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def loss_scale(name: str, value: object) -> float:
+    """A fixed loss scale: a number from 2**-126 to float32's max (a normal float32, so the
+    scale and its float32 reciprocal are both finite and non-zero), else a ValueError naming
+    ``name`` (the argument the caller wrote: ``loss_scale``, ``initial_scale``,
+    ``--loss-scale``). The one rule of ``fit(loss_scale=)``, ``LossScaleOptimizer`` and the
+    command line."""
+    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+            and math.isfinite(v := float(value)) and FLOAT32_TINY <= v <= FLOAT32_MAX):
+        return v
+    raise ValueError(f"{name} must be a number from 2^-126 to {FLOAT32_MAX:.7g} (a normal "
+                     f"float32: the scale and its reciprocal are float32), got {value!r}")
+
+
 def device(name: str, value: object) -> str:
     """"cpu" (the PyTorch face's only device: fpsim emulates every format on the CPU), else a
     ValueError naming ``name`` and the value."""

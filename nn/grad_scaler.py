@@ -9,14 +9,9 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn.checks import count
+from nn.checks import count, factor, positive_float32
 from nn.checks import device as _check_device
-from nn.loss_scale import (
-    DynamicLossScale,
-    _factor,
-    _positive_float32,
-    _scale_value,
-)
+from nn.loss_scale import DynamicLossScale, _scale_value
 from nn.optimizers import Optimizer, _name_of, _needs_rounding
 
 
@@ -71,7 +66,7 @@ class GradScaler:
                             f"GradScaler('cpu', init_scale={device!r})")
         self.device = _check_device("device", device)
         self._enabled = bool(enabled)
-        _positive_float32("init_scale", init_scale)  # named as the caller wrote it
+        positive_float32("init_scale", init_scale)  # named as the caller wrote it
         self._state = DynamicLossScale(init_scale, growth_interval, growth_factor,
                                        backoff_factor)
         self._ever_scaled = False
@@ -177,17 +172,17 @@ class GradScaler:
         """The current scale, or 1.0 when disabled."""
         return self._state.scale if self._enabled else 1.0
 
-    def get_growth_factor(self) -> float:
+    def get_growthfactor(self) -> float:
         return self._state.growth_factor
 
-    def set_growth_factor(self, new_factor: float) -> None:
-        self._state.growth_factor = _factor("growth_factor", new_factor, above_one=True)
+    def set_growthfactor(self, new_factor: float) -> None:
+        self._state.growth_factor = factor("growth_factor", new_factor, above_one=True)
 
-    def get_backoff_factor(self) -> float:
+    def get_backofffactor(self) -> float:
         return self._state.backoff_factor
 
-    def set_backoff_factor(self, new_factor: float) -> None:
-        self._state.backoff_factor = _factor("backoff_factor", new_factor, above_one=False)
+    def set_backofffactor(self, new_factor: float) -> None:
+        self._state.backoff_factor = factor("backoff_factor", new_factor, above_one=False)
 
     def get_growth_interval(self) -> int:
         return self._state.growth_interval

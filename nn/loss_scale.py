@@ -16,34 +16,18 @@ Both keep the scale in float32, as their frameworks do.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 import fpsim
-from nn.checks import count
+from nn.checks import count, factor, loss_scale, positive_float32
 from nn.optimizers import Optimizer, _needs_rounding, gradient_array
+from nn.registry import OPTIMIZERS
 
-
-def _positive_float32(name: str, value: object) -> np.float32:
-    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
-            and math.isfinite(float(value))):
-        with np.errstate(over="ignore"):
-            value32 = np.float32(value)
-        if np.isfinite(value32) and value32 > 0:
-            return value32
-    raise ValueError(f"{name} must be a positive number that is finite and non-zero in "
-                     f"float32, got {value!r}")
-
-
-def _factor(name: str, value: object, *, above_one: bool) -> float:
-    if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
-            and math.isfinite(v := float(value)) and (v > 1 if above_one else 0 < v < 1)):
-        return v
-    allowed = "a finite number > 1" if above_one else "a number in (0, 1)"
-    raise ValueError(f"{name} must be {allowed}, got {value!r}")
+KERAS_INITIAL_SCALE = 2.0**15  # Keras's LossScaleOptimizer defaults (theirs)
+KERAS_GROWTH_STEPS = 2000
 
 
 class DynamicLossScale:
@@ -71,11 +55,11 @@ class DynamicLossScale:
                  backoff_factor: float, min_scale: float | None = None,
                  max_scale: float | None = None) -> None:
         self.growth_interval = count("growth_interval", growth_interval, minimum=1)
-        self.growth_factor = _factor("growth_factor", growth_factor, above_one=True)
-        self.backoff_factor = _factor("backoff_factor", backoff_factor, above_one=False)
-        self.min_scale = None if min_scale is None else _positive_float32("min_scale", min_scale)
-        self.max_scale = None if max_scale is None else _positive_float32("max_scale", max_scale)
-        scale = _positive_float32("initial_scale", initial_scale)
+        self.growth_factor = factor("growth_factor", growth_factor, above_one=True)
+        self.backoff_factor = factor("backoff_factor", backoff_factor, above_one=False)
+        self.min_scale = None if min_scale is None else positive_float32("min_scale", min_scale)
+        self.max_scale = None if max_scale is None else positive_float32("max_scale", max_scale)
+        scale = positive_float32("initial_scale", initial_scale)
         lo = self.min_scale if self.min_scale is not None else scale
         hi = self.max_scale if self.max_scale is not None else scale
         if not lo <= scale <= hi:
@@ -122,7 +106,7 @@ class DynamicLossScale:
                 and not isinstance(value, bool) and value == 0:
             value32 = np.float32(0)
         else:
-            value32 = _positive_float32(name, value)
+            value32 = positive_float32(name, value)
         lo, hi = self.min_scale, self.max_scale
         if (lo is not None and value32 < lo) or (hi is not None and value32 > hi):
             raise ValueError(f"{name} must lie in [min_scale, max_scale] = "
@@ -210,7 +194,7 @@ class LossScaleOptimizer:
 
     Rules (dynamic=True):
 
-    - the scale starts at ``initial_scale`` (2**15) and is a float32;
+    - the scale starts at ``initial_scale`` (``KERAS_INITIAL_SCALE``, 2**15) and is a float32;
     - ``get_unscaled_gradients`` multiplies each gradient by ``float32(1 / scale)`` (the
       reciprocal taken in float32, as tf.keras does), rounded to the gradient's format;
     - ``apply_gradients`` checks the gradients it is given (the *unscaled* ones) for inf/NaN;
@@ -226,7 +210,7 @@ class LossScaleOptimizer:
     ``get_scaled_loss``; ``apply_gradients`` still expects unscaled gradients.
     """
 
-    def __init__(self, inner_optimizer: Optimizer, initial_scale: float = 2.0**15,
+    def __init__(self, inner_optimizer: Optimizer, initial_scale: float = KERAS_INITIAL_SCALE,
                  dynamic_growth_steps: int | None = None, dynamic: bool = True) -> None:
         if isinstance(inner_optimizer, LossScaleOptimizer):
             raise TypeError("LossScaleOptimizer cannot wrap another LossScaleOptimizer")
@@ -235,16 +219,11 @@ class LossScaleOptimizer:
                             f"{type(inner_optimizer).__name__}")
         self.inner_optimizer = inner_optimizer
         self.dynamic = bool(dynamic)
-        self.initial_scale = float(_positive_float32("initial_scale", initial_scale))
-        with np.errstate(over="ignore"):
-            reciprocal = np.float32(1) / np.float32(self.initial_scale)
-        if not np.isfinite(reciprocal):  # get_unscaled_gradients would multiply by inf
-            raise ValueError(f"initial_scale must have a finite float32 reciprocal (at least "
-                             f"2^-127), got {initial_scale!r}")
+        self.initial_scale = float(np.float32(loss_scale("initial_scale", initial_scale)))
         self.dynamic_growth_steps: int | None = None
         self._state: DynamicLossScale | None = None
         if self.dynamic:
-            steps = 2000 if dynamic_growth_steps is None else dynamic_growth_steps
+            steps = KERAS_GROWTH_STEPS if dynamic_growth_steps is None else dynamic_growth_steps
             self.dynamic_growth_steps = count("dynamic_growth_steps", steps, minimum=1)
             self._state = DynamicLossScale(initial_scale, self.dynamic_growth_steps,
                                            growth_factor=2.0, backoff_factor=0.5, min_scale=1.0)
@@ -340,17 +319,29 @@ class LossScaleOptimizer:
 
     # ---- config and checkpoints --------------------------------------------------------------
     def get_config(self) -> dict[str, Any]:
-        inner = self.inner_optimizer
-        return {"inner_optimizer": {"class_name": type(inner).__name__,
-                                    "config": inner.get_config()},
+        """The constructor arguments; the inner optimizer serialized through the optimizer
+        registry (``nn.registry.OPTIMIZERS``)."""
+        return {"inner_optimizer": OPTIMIZERS.serialize(self.inner_optimizer),
                 "initial_scale": self.initial_scale,
                 "dynamic_growth_steps": self.dynamic_growth_steps, "dynamic": self.dynamic}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], inner_optimizer: Optimizer | None = None
+                    ) -> LossScaleOptimizer:
+        """A new LossScaleOptimizer from ``get_config``'s output (around ``inner_optimizer``
+        if given, else the one the config describes)."""
+        inner = (OPTIMIZERS.deserialize(config["inner_optimizer"]) if inner_optimizer is None
+                 else inner_optimizer)
+        return cls(inner, initial_scale=config["initial_scale"],
+                   dynamic_growth_steps=config["dynamic_growth_steps"],
+                   dynamic=config["dynamic"])
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a checkpoint needs to resume: loss-scale state and the inner optimizer's."""
         return {"loss_scale": self.loss_scale,
                 "dynamic_counter": self.dynamic_counter or 0,
                 "skipped_steps": self.skipped_steps,
+                "last_step_skipped": self.last_step_skipped,
                 "optimizer": self.inner_optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any], variables: Iterable[Any] | None = None
@@ -360,6 +351,7 @@ class LossScaleOptimizer:
             scale_state = {"scale": state["loss_scale"], "counter": state["dynamic_counter"]}
             skipped = count("skipped_steps", state["skipped_steps"])
             inner_state = state["optimizer"]
+            last = state.get("last_step_skipped", False)
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a LossScaleOptimizer state ({e!r}); expected keys "
                              "'loss_scale', 'dynamic_counter', 'skipped_steps', 'optimizer'"
@@ -369,10 +361,13 @@ class LossScaleOptimizer:
         if not self.dynamic and probe.scale != self.loss_scale:
             raise ValueError(f"state has loss scale {probe.scale}, this fixed-scale optimizer "
                              f"uses {self.loss_scale}")
+        if not isinstance(last, bool):
+            raise ValueError(f"last_step_skipped must be true or false, got {last!r}")
         self.inner_optimizer.load_state_dict(inner_state, variables)
         if self._state is not None:
             self._state.load_state_dict(scale_state)
         self.skipped_steps = skipped
+        self.last_step_skipped = last
 
     def __repr__(self) -> str:
         return (f"LossScaleOptimizer({self.inner_optimizer!r}, loss_scale={self.loss_scale}, "

@@ -10,12 +10,14 @@ means the same. ``nn.Model(inputs=..., outputs=...)`` makes a functional model
 The loop itself and its numerics are in ``nn.training``; the progress lines in ``nn.progbar``.
 
 Loss scaling, as Keras: ``compile`` under a "mixed_float16" policy wraps the optimizer in a
-dynamic ``nn.LossScaleOptimizer`` (initial scale 2**15, doubling after 2000 finite steps), so
+dynamic ``nn.LossScaleOptimizer`` with Keras's defaults (``nn.loss_scale.KERAS_INITIAL_SCALE``
+and ``KERAS_GROWTH_STEPS``), so
 ``model.optimizer`` is the LossScaleOptimizer and ``model.optimizer.inner_optimizer`` the one
 given; under other policies ``model.optimizer`` is the optimizer given. A LossScaleOptimizer
 passed to ``compile`` is used as it is. ``fit(loss_scale=...)`` changes the scaling for that
 call and the later ones (``model.optimizer`` shows the result): ``"dynamic"``, a number (a
-fixed scale) or ``"none"``/0 (no scaling); None keeps what ``compile`` set up.
+fixed scale, ``nn.checks.loss_scale``'s rule) or ``"none"`` (no scaling); None keeps what
+``compile`` set up.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 
 import fpsim
+from nn import checks
 from nn import losses as nn_losses
 from nn import metrics as nn_metrics
 from nn import optimizers as nn_optimizers
@@ -42,6 +45,7 @@ from nn.registry import LOSSES
 from nn.summary import summary_text
 from nn.tensor import Tensor
 from nn.training import (
+    DEFAULT_BATCH_SIZE,
     Batches,
     batch_source,
     is_mixed_float16,
@@ -169,6 +173,10 @@ class Model(Layer):
         is saved in checkpoints, so a resumed run shuffles on as the straight run did)."""
         return getattr(self, "_epochs_trained", 0)
 
+    @epochs_trained.setter
+    def epochs_trained(self, value: int) -> None:
+        self._epochs_trained = count("epochs_trained", value)
+
     @property
     def inner_optimizer(self) -> nn_optimizers.Optimizer:
         """The optimizer that updates the variables (``model.optimizer`` unwrapped)."""
@@ -194,12 +202,9 @@ class Model(Layer):
             if key not in ("dynamic", "none"):
                 raise ValueError(f"loss_scale must be None, 'dynamic', 'none' or a positive "
                                  f"number, got {loss_scale!r}")
-        elif isinstance(loss_scale, (int, float, np.integer, np.floating)):
-            value = float(loss_scale)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"a fixed loss_scale must be a finite number >= 0 (0: no "
-                                 f"scaling), got {loss_scale!r}")
-            key = "none" if value == 0 else value
+        elif isinstance(loss_scale, (int, float, np.integer, np.floating)) \
+                and not isinstance(loss_scale, bool):
+            key = checks.loss_scale("loss_scale", loss_scale)
         else:
             raise TypeError(f"loss_scale must be None, a string or a number, got "
                             f"{type(loss_scale).__name__}")
@@ -213,6 +218,31 @@ class Model(Layer):
                 self.optimizer = LossScaleOptimizer(inner, initial_scale=key, dynamic=False)
             self._loss_scale_key = key
         return self.loss_scale_optimizer
+
+    @property
+    def loss_scale_setting(self) -> str | float:
+        """How training is loss-scaled: ``"compiled"`` (a LossScaleOptimizer given to
+        ``compile``), ``"dynamic"``, a fixed scale, or ``"none"``."""
+        self._require_compiled("loss_scale_setting")
+        setting: str | float = self._loss_scale_key
+        return setting
+
+    def use_loss_scaler(self, scaler: LossScaleOptimizer | None, setting: str | float) -> None:
+        """Train through ``scaler`` (None: no scaling) under ``setting`` (what
+        ``loss_scale_setting`` returned when it was saved): a checkpoint's restore."""
+        self._require_compiled("use_loss_scaler")
+        if scaler is None:
+            if setting != "none":
+                raise ValueError(f"without a scaler the setting must be 'none', got {setting!r}")
+            self.optimizer, self._loss_scale_key = self.inner_optimizer, "none"
+            return
+        if not (setting in ("compiled", "dynamic") or (isinstance(setting, (int, float))
+                                                       and not isinstance(setting, bool))):
+            raise ValueError(f"a loss-scale setting is 'compiled', 'dynamic' or a fixed scale, "
+                             f"got {setting!r}")
+        if isinstance(setting, (int, float)):
+            checks.loss_scale("loss_scale", setting)
+        self.optimizer, self._loss_scale_key = scaler, setting
 
     @property
     def loss_scale_optimizer(self) -> LossScaleOptimizer | None:
@@ -314,7 +344,7 @@ class Model(Layer):
             if isinstance(x, dict):
                 x = [x[t.name] for t in inputs]
             arrays = [np.asarray(v) for v in x]
-            size = batch_size or 32
+            size = batch_size or DEFAULT_BATCH_SIZE
             n = len(arrays[0])
             if any(len(a) != n for a in arrays):
                 raise ValueError(f"predict: the inputs have different numbers of samples: "

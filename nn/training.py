@@ -33,6 +33,8 @@ from nn.loss_scale import LossScaleOptimizer
 from nn.progbar import Progbar
 from nn.tensor import Tensor
 
+DEFAULT_BATCH_SIZE = 32  # Keras's default batch size (theirs), for fit, evaluate and predict
+
 
 def walk_layers(layer: Any) -> Iterator[Any]:
     """``layer`` itself and every layer inside it, containers included (depth first): the
@@ -333,7 +335,8 @@ def batch_source(x: Any, y: Any, batch_size: int | None, what: str, *,
         train = Batches(x, None, None, False, dataset=True, finite=finite, what=what,
                         inputs_only=inputs_only, integer_x=integer_x)
     else:
-        batch_size = 32 if batch_size is None else count("batch_size", batch_size, minimum=1)
+        batch_size = (DEFAULT_BATCH_SIZE if batch_size is None
+                      else count("batch_size", batch_size, minimum=1))
         if inputs_only:
             return Batches(_inputs(x, what), None, batch_size, False, dataset=False,
                            finite=False, what=what, inputs_only=True), None
@@ -358,8 +361,8 @@ def batch_source(x: Any, y: Any, batch_size: int | None, what: str, *,
     if not (isinstance(validation_data, (tuple, list)) and len(validation_data) == 2):
         raise ValueError("validation_data must be a pair (x_val, y_val) or a dataset")
     x_val, y_val = validation_data
-    return train, batch_source(x_val, y_val, train.batch_size or 32, val_what, finite=finite,
-                               integer_x=integer_x)[0]
+    return train, batch_source(x_val, y_val, train.batch_size or DEFAULT_BATCH_SIZE, val_what,
+                               finite=finite, integer_x=integer_x)[0]
 
 
 def shuffle_seed(seed: Any) -> int:

@@ -290,17 +290,26 @@ def test_resume_with_an_unseeded_dropout_is_bit_identical_to_an_uninterrupted_ru
         assert resumed.loss_scale_optimizer.dynamic
 
 
-@pytest.mark.parametrize("field,value", [
-    (("optimizer", "iterations"), -1), (("optimizer", "iterations"), 1.5),
-    (("optimizer", "swamped_updates"), -3), (("training", "epochs_trained"), -1),
-    (("loss_scale", "skipped_steps"), -7), (("loss_scale", "counter"), -1),
-    (("loss_scale", "scale"), 0.5), (("loss_scale", "scale"), float("nan")),
+@pytest.mark.parametrize("field,value,name", [
+    (("optimizer", "iterations"), -1, "iterations"),
+    (("optimizer", "iterations"), 1.5, "iterations"),
+    (("optimizer", "swamped_updates"), -3, "swamped_updates"),
+    (("training", "epochs_trained"), -1, "epochs_trained"),
+    (("loss_scale", "state", "skipped_steps"), -7, "skipped_steps"),
+    (("loss_scale", "state", "dynamic_counter"), -1, "counter"),
+    (("loss_scale", "state", "loss_scale"), 0.5, "scale"),
+    (("loss_scale", "state", "loss_scale"), float("nan"), "scale"),
+    (("loss_scale", "config", "initial_scale"), 1e-50, "initial_scale"),
 ])
-def test_a_checkpoint_field_out_of_range_is_refused_naming_it(saved, tmp_path, field, value):
+def test_a_checkpoint_field_out_of_range_is_refused_naming_it(saved, tmp_path, field, value,
+                                                              name):
     def edit(c):
-        c[field[0]][field[1]] = value
+        target = c
+        for key in field[:-1]:
+            target = target[key]
+        target[field[-1]] = value
 
-    with pytest.raises(ValueError, match=f"{field[1]}.*{value}"):
+    with pytest.raises(ValueError, match=f"{name}.*{value}"):
         nn.load_model(_rewrite(saved, tmp_path / "bad.npz", edit_config=edit))
 
 

@@ -136,12 +136,13 @@ def test_other_policies_train_without_loss_scaling_by_default(policy):
     assert h.step_loss_scale == [1.0] * 3
 
 
-@pytest.mark.parametrize("setting", ["none", 0])
-def test_loss_scale_none_or_zero_turns_scaling_off_under_mixed_float16(setting):
+def test_loss_scale_none_turns_scaling_off_under_mixed_float16_and_zero_is_refused():
     x, y = _data()
     model = _mlp("mixed_float16").compile("sgd", CE(from_logits=True))
-    model.fit(x, y, verbose=0, loss_scale=setting)
+    model.fit(x, y, verbose=0, loss_scale="none")
     assert model.loss_scale_optimizer is None
+    with pytest.raises(ValueError, match="loss_scale must be a number from 2"):
+        model.fit(x, y, verbose=0, loss_scale=0)  # the command line's rule: "none" says it
 
 
 def test_a_number_gives_a_fixed_loss_scale():

@@ -185,10 +185,30 @@ def test_optimizer_setters_refuse_invalid_values_naming_the_attribute(attribute,
     assert opt.iterations == 0 and opt.learning_rate == 0.001
 
 
-@pytest.mark.parametrize("dynamic", [True, False])
-def test_loss_scale_optimizer_refuses_a_scale_whose_float32_reciprocal_overflows(dynamic):
-    with pytest.raises(ValueError, match="initial_scale must have a finite float32 reciprocal"):
-        nn.LossScaleOptimizer(nn.SGD(0.1), initial_scale=1e-40, dynamic=dynamic)
-    if not dynamic:  # (a dynamic scale has tf.keras's floor of 1 besides)
-        opt = nn.LossScaleOptimizer(nn.SGD(0.1), initial_scale=2.0**-127, dynamic=False)
-        assert np.isfinite(np.float32(1) / np.float32(opt.initial_scale))
+FIXED_SCALES = [(2.0**-126, True), (1.0, True), (2.0**15, True), (2.0**100, True),
+                (0, False), (0.0, False), (2.0**-127, False), (1e-40, False), (1e-50, False),
+                (-1.0, False), (float("inf"), False), (float("nan"), False), (1e39, False)]
+
+
+@pytest.mark.parametrize("value,valid", FIXED_SCALES)
+def test_a_fixed_loss_scale_has_one_rule_in_fit_the_optimizer_and_the_command_line(value, valid):
+    """nn.checks.loss_scale: a normal float32 from 2^-126 to float32's max; each face's error
+    names the argument its caller wrote."""
+    from nn.cli import parse_loss_scale
+
+    model = nn.Sequential([nn.Dense(2)]).compile(nn.SGD(0.1), "mse")
+    x, y = np.ones((4, 3), np.float32), np.zeros((4, 2), np.float32)
+    faces = {
+        "loss_scale": lambda: model.fit(x, y, verbose=0, loss_scale=value),
+        "initial_scale": lambda: nn.LossScaleOptimizer(nn.SGD(0.1), initial_scale=value,
+                                                       dynamic=False),
+        "--loss-scale": lambda: parse_loss_scale(repr(float(value))),
+    }
+    for name, call in faces.items():
+        if valid:
+            call()
+        else:
+            with pytest.raises(ValueError, match=f"{name} must be"):
+                call()
+    if valid:
+        assert model.loss_scale_optimizer.loss_scale == np.float32(value)
