@@ -1,18 +1,23 @@
 """``nn.autocast``: PyTorch's op-level autocast, per thread (a ContextVar).
 
 ``with nn.autocast("cpu", dtype="float16"): out = model(x)`` makes the ops of the block pick
-their format by *op*, whatever the policy of the layer they run in (PyTorch's semantics):
+their format by *op*, whatever the policy of the layer they run in (PyTorch's semantics). What
+each op does is one table, ``CAST_POLICY``, keyed by device and op as PyTorch's
+``autocast_mode.cpp`` lists ``KERNEL_CPU(op, lower_precision_fp)`` and ``KERNEL_CPU(op,
+fp32)``; each op's wrapper asks it through ``nn.functions._common.autocast_inputs``:
 
-- **lower-precision ops** run in the autocast format: ``matmul`` (``a @ b``) and ``linear``
+- ``LOWER`` ops run in the autocast format: ``matmul`` (``a @ b``) and ``linear``
   (``Dense``, ``nn.Linear``; convolutions and attention route their products through these
   two). Their inputs are cast to the autocast format (a ``Cast`` op: the gradient is cast
   back to each input's own format, e.g. fp32 for master weights), the products are summed in
   fp32 and rounded once to the autocast format.
-- **fp32 ops** run in fp32 and return FP32: ``softmax``, ``log_softmax``, ``exp``, ``log``,
-  ``pow``, the reductions ``sum``/``mean`` (always fp32 in nn), every loss, and the
-  normalisation layers (they call ``nn.functions.autocast_fp32``).
-- **every other op** (relu, add, reshape, ...) runs in the format of its inputs (the usual
-  promotion), so an fp16 activation stays fp16 and fp16 + fp32 gives fp32.
+- ``FP32`` ops run in fp32 and return FP32: ``softmax``, ``log_softmax``, ``exp``, ``log``,
+  ``pow``.
+- ``PROMOTE`` ops (relu, add, reshape, ...) run in the format of their inputs (the usual
+  promotion), so an fp16 activation stays fp16 and fp16 + fp32 gives fp32. Some of them
+  compute in fp32 whatever autocast says (nn's own rule, not autocast's): the reductions
+  ``sum``/``mean``, every loss, and the statistics of the normalization ops (see
+  ``nn.layers.statistics``).
 - layers do not apply their policy's casts inside the block: the input is taken as it comes
   and a variable is read in its own format (the fp32 master weight), so each eligible op
   casts a weight once, from fp32, as PyTorch does.
@@ -39,6 +44,33 @@ from nn.policy import resolve_format
 
 _ACTIVE: contextvars.ContextVar[Format | None] = contextvars.ContextVar(
     "nn_autocast", default=None)
+
+LOWER, FP32, PROMOTE = "lower", "fp32", "promote"
+
+_CPU_LOWER = ("matmul", "linear")
+_CPU_FP32 = ("softmax", "log_softmax", "exp", "log", "pow")
+_CPU_PROMOTE = (
+    "accumulated_linear", "accumulated_matmul", "add", "attention", "broadcast_to", "cast",
+    "clip", "conv2d", "div", "dropout", "embedding", "erf", "gelu", "getitem", "layer_norm",
+    "leaky_relu", "max", "max_pool2d", "mean", "moments", "mul", "neg", "normalize", "patches",
+    "relu", "relu_grad", "reshape", "sigmoid", "sparse_softmax_cross_entropy", "sqrt", "sub",
+    "sum", "tanh", "transpose",
+)
+CAST_POLICY: dict[str, dict[str, str]] = {
+    "cpu": {**dict.fromkeys(_CPU_LOWER, LOWER), **dict.fromkeys(_CPU_FP32, FP32),
+            **dict.fromkeys(_CPU_PROMOTE, PROMOTE)},
+}
+"""device -> op (its ``nn.functions`` name) -> what autocast does to its inputs."""
+
+
+def cast_policy(op: str, device_type: str = "cpu") -> str:
+    """``LOWER``, ``FP32`` or ``PROMOTE``: what autocast does to ``op``'s inputs on
+    ``device_type`` (``CAST_POLICY``); a KeyError names an op the table lacks."""
+    try:
+        return CAST_POLICY[device_type][op]
+    except KeyError:
+        raise KeyError(f"nn.autocast.CAST_POLICY has no entry for op {op!r} on device "
+                       f"{device_type!r}; add one") from None
 
 
 def active_format() -> Format | None:

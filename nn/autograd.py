@@ -1,6 +1,6 @@
 """The autograd engine: the ``Function`` base class, the graph it records, and ``backward``.
 
-Precision rules (DESIGN.md section 3), enforced here (the rounding itself is nn.rounding's):
+Precision rules (docs/semantics.md), enforced here (the rounding itself is nn.rounding's):
 
 - an op's output is rounded to its format (``ctx.fmt``, chosen by ``Function.output_format``:
   by default the promotion of the input formats) -- each op's ``forward`` does this through
@@ -11,8 +11,9 @@ Precision rules (DESIGN.md section 3), enforced here (the rounding itself is nn.
   may do that same single rounding itself, in place, at the same site: ``Linear``'s matmuls);
 - gradients of broadcast inputs are summed (in fp32) back to the input's shape first.
 
-Grad mode (``no_grad``) and the name scope are per thread (and per asyncio task): each lives
-in a ``contextvars.ContextVar``, so two threads training at once never see each other's state.
+Grad mode (``no_grad``) and the name scope (``nn.sites.name_scope``) are per thread (and per
+asyncio task): each lives in a ``contextvars.ContextVar``, so two threads training at once never
+see each other's state.
 
 Values of the float64 policy (format ``None``) are never rounded.
 """
@@ -30,12 +31,12 @@ from fpsim import Format
 from nn import sites
 from nn.policy import promote
 from nn.rounding import fit_array, round_array
-from nn.tensor import Tensor, register_ops
+from nn.sites import current_scope, name_scope
+from nn.tensor import Tensor
 
-# --- grad mode and name scopes (per thread / task) -------------------------------------------
+# --- grad mode (per thread / task); the name scope is nn.sites' ----------------------------
 
 _GRAD_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("nn_grad", default=True)
-_SCOPE: contextvars.ContextVar[str] = contextvars.ContextVar("nn_name_scope", default="")
 
 
 def is_grad_enabled() -> bool:
@@ -54,30 +55,6 @@ def no_grad() -> Iterator[None]:
         yield
     finally:
         _GRAD_ENABLED.reset(token)
-
-
-class name_scope:  # noqa: N801 (used like a function: ``with name_scope("dense"):``)
-    """Prefix the monitor site names of the ops run inside (layers use their own name)."""
-
-    __slots__ = ("scope", "_token")
-
-    def __init__(self, name: str) -> None:
-        self.scope = sites.scoped(_SCOPE.get(), name)
-        self._token: contextvars.Token[str] | None = None
-
-    def __enter__(self) -> str:
-        self._token = _SCOPE.set(self.scope)
-        return self.scope
-
-    def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _SCOPE.reset(self._token)
-            self._token = None
-
-
-def current_scope() -> str:
-    """The name scope ops run in now ("" outside any scope)."""
-    return _SCOPE.get()
 
 
 # --- Function ---------------------------------------------------------------------------------
@@ -151,7 +128,7 @@ class Function:
     def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
         """Run forward and, when any input needs a gradient, record the node in the graph."""
         ctx = Context(cls, inputs, cls.output_format(*[t.fmt for t in inputs], **params),
-                      _SCOPE.get())
+                      current_scope())
         out = cls.forward(ctx, *[t.data for t in inputs], **params)
         ctx.out = out if type(out) is np.ndarray else np.asarray(out)
         ctx.needs_input_grad = needs = tuple([t.requires_grad for t in inputs])
@@ -235,11 +212,8 @@ def _run_backward(root: Tensor, seed: Tensor, on_leaf: Callable[[Tensor, Tensor]
                 on_leaf(t, g_t)
                 continue
             on_node(t, g_t)
-            token = _SCOPE.set(ctx.site(sites.GRAD))
-            try:
+            with name_scope(ctx.site(sites.GRAD), absolute=True):
                 in_grads = op.backward(ctx, g_t)
-            finally:
-                _SCOPE.reset(token)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
             for i, (parent, pg) in enumerate(zip(ctx.inputs, in_grads, strict=True)):
@@ -321,4 +295,5 @@ def grad_site(
     return ctx.site(sites.op_input_grad(op.__name__, i))
 
 
-register_ops(backward=backward)
+__all__ = ["Context", "Function", "backward", "current_scope", "gradients", "is_grad_enabled",
+           "name_scope", "no_grad"]  # (name_scope and current_scope live in nn.sites)

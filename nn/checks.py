@@ -31,6 +31,14 @@ def number(name: str, value: object, *, lo: float = -math.inf, hi: float = math.
     raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
 
 
+def seed(name: str, value: object) -> int | None:
+    """None or a non-negative integer (not a bool), else a ValueError naming ``name``."""
+    if value is None or (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+                         and value >= 0):
+        return None if value is None else int(value)
+    raise ValueError(f"{name} must be None or an integer >= 0, got {value!r}")
+
+
 def positive_float32(name: str, value: object) -> np.float32:
     """``value`` as a float32 if it is a real number (not a bool) that is finite and > 0 in
     float32, else a ValueError naming ``name``."""

@@ -185,5 +185,5 @@ def get(identifier: str | Loss | Callable) -> Loss | Callable:
 
 
 def names() -> list[str]:
-    """The short names ``get`` accepts ("adam", ...; class names work too), sorted."""
+    """The short names ``get`` accepts ("mse", ...; class names work too), sorted."""
     return LOSSES.aliases()

@@ -176,5 +176,5 @@ def get(identifier: str | Metric) -> Metric:
 
 
 def names() -> list[str]:
-    """The short names ``get`` accepts ("adam", ...; class names work too), sorted."""
+    """The short names ``get`` accepts ("accuracy", ...; class names work too), sorted."""
     return METRICS.aliases()

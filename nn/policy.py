@@ -207,6 +207,11 @@ class Policy:
         )
 
 
+KERAS_FORMS = ("float32", "float64", "mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
+"""The policy names spelled out in the table above (the other forms are built from fpsim's
+format names and ``nn.fp8.POLICY_RECIPES``)."""
+
+
 def _parse(key: str) -> tuple[Format | None, Format | None]:
     if key in _FLOAT64_NAMES:
         return None, None
@@ -220,12 +225,11 @@ def _parse(key: str) -> tuple[Format | None, Format | None]:
         fmt = fpsim.get_format(key)
         return fmt, fmt
     except ValueError:
-        forms = ["float32", "float64", "mixed_float16", "mixed_bfloat16", "float16", "bfloat16"]
-        forms += [f"mixed_{n}" for n in fpsim.known_names()] + list(POLICY_RECIPES)
+        forms = [*KERAS_FORMS, *(f"mixed_{n}" for n in fpsim.known_names()), *POLICY_RECIPES]
         hint = did_you_mean(key, list(dict.fromkeys(forms)))
         raise ValueError(
-            f"unknown policy {key!r}{hint}; valid forms: 'float32', 'float64', 'mixed_float16', "
-            "'mixed_bfloat16', 'float16', 'bfloat16', 'mixed_<format>' or '<format>' where "
+            f"unknown policy {key!r}{hint}; valid forms: "
+            f"{', '.join(repr(f) for f in KERAS_FORMS)}, 'mixed_<format>' or '<format>' where "
             f"<format> is one of: {', '.join(fpsim.known_names())}; or a recipe policy: "
             f"{', '.join(POLICY_RECIPES)}"
         ) from None

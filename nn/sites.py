@@ -13,6 +13,8 @@ counts back by them; all three ask this module, so a renamed site cannot silentl
   ``op_output("Add")`` names an op's output rounding, ``op_input_grad("Linear", 0)`` ->
   ``"grad_Linear_input0"`` the gradient of an op's input that no layer named, and an op's
   backward runs in the scope ``scoped(scope, GRAD)``.
+- ``name_scope("dense")`` and ``current_scope()``: the scope ops run in now (per thread and
+  per asyncio task: a ``contextvars.ContextVar``), here beside the names it prefixes.
 - ``fp8_tensor("dense/Linear", "input")`` -> ``"dense/Linear/input"``: an operand of a quantized
   matmul (``nn.fp8``), the key of its scaling state and telemetry rows (the fpsim.mx monitor
   site of a block-scaled operand too).
@@ -22,6 +24,8 @@ counts back by them; all three ask this module, so a renamed site cannot silentl
 """
 
 from __future__ import annotations
+
+import contextvars
 
 ACTIVATION = "activation"
 WEIGHT = "weight"
@@ -71,3 +75,33 @@ def layer_sites(layer_name: str, variable_names: list[str]) -> dict[str, list[st
     for name in variable_names:
         weights += [weight_grad(name), variable_grad(name)]
     return {ACTIVATION: [activation_grad(layer_name)], WEIGHT: weights}
+
+
+# --- the name scope ops run in (per thread / task) ------------------------------------------
+
+_SCOPE: contextvars.ContextVar[str] = contextvars.ContextVar("nn_name_scope", default="")
+
+
+def current_scope() -> str:
+    """The name scope ops run in now ("" outside any scope)."""
+    return _SCOPE.get()
+
+
+class name_scope:  # noqa: N801 (used like a function: ``with name_scope("dense"):``)
+    """Prefix the monitor site names of the ops run inside (layers use their own name);
+    ``absolute=True`` sets the scope to ``name`` itself (a backward pass: ``"<scope>/grad"``)."""
+
+    __slots__ = ("scope", "_token")
+
+    def __init__(self, name: str, absolute: bool = False) -> None:
+        self.scope = name if absolute else scoped(_SCOPE.get(), name)
+        self._token: contextvars.Token[str] | None = None
+
+    def __enter__(self) -> str:
+        self._token = _SCOPE.set(self.scope)
+        return self.scope
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _SCOPE.reset(self._token)
+            self._token = None

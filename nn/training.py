@@ -28,12 +28,11 @@ import numpy as np
 import fpsim
 from nn import sites
 from nn.checks import count
+from nn.datasets.dataset import DEFAULT_BATCH_SIZE
 from nn.history import History
 from nn.loss_scale import LossScaleOptimizer
 from nn.progbar import Progbar
 from nn.tensor import Tensor
-
-DEFAULT_BATCH_SIZE = 32  # Keras's default batch size (theirs), for fit, evaluate and predict
 
 
 def walk_layers(layer: Any) -> Iterator[Any]:

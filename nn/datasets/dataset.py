@@ -34,6 +34,8 @@ import numpy as np
 
 from nn.checks import count
 
+DEFAULT_BATCH_SIZE = 32  # Keras's default batch size (theirs): batches(), fit, evaluate, predict
+
 AUTOTUNE = -1  # tf.data.AUTOTUNE: accepted by ``prefetch``, which has nothing to tune here
 
 Structure = Any  # an array, a tuple of arrays, or a dict of arrays
@@ -214,7 +216,7 @@ class Dataset:
         return f"<Dataset of {self._n} elements ({shapes}){extra}>"
 
 
-def batches(x: Any, y: Any, batch_size: int = 32, shuffle: bool = True,
+def batches(x: Any, y: Any, batch_size: int = DEFAULT_BATCH_SIZE, shuffle: bool = True,
             seed: int | np.random.Generator | None = None) -> Dataset:
     """``(x_batch, y_batch)`` pairs covering every sample once per epoch; re-iterable.
 

@@ -47,9 +47,7 @@ class Run:
 
     def op_site(self, op_name: str) -> str:
         """``"<scope>/<Op>"`` for this use of the op (``"<Op>_k"`` for the k-th repeat)."""
-        from nn.autograd import current_scope  # (nn.policy imports this package: no cycle)
-
-        base = sites.scoped(current_scope(), op_name)
+        base = sites.scoped(sites.current_scope(), op_name)
         k = self._uses.get(base, 0)
         self._uses[base] = k + 1
         return base if k == 0 else f"{base}_{k}"

@@ -1,12 +1,11 @@
 """Helpers shared by the ops: the output-rounding rule, the fp32 widening of a tensor, and the
-two autocast hooks (``autocast_lower`` for matmul-like ops, ``autocast_fp32`` for the ops
-autocast runs in fp32; see ``nn.autocast``)."""
+autocast hook ``autocast_inputs`` (an op's inputs as ``nn.autocast.CAST_POLICY`` says)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from nn.autocast import active_format
+from nn.autocast import FP32, LOWER, active_format, cast_policy
 from nn.autograd import Context
 from nn.functions.cast import Cast, cast
 from nn.policy import at_least_fp32
@@ -37,20 +36,27 @@ def constant(values: np.ndarray, like: Tensor) -> Tensor:
     return Tensor._make(round_array(data, like.fmt), like.fmt)
 
 
-def autocast_lower(*tensors: Tensor) -> tuple[Tensor, ...]:
-    """Inside ``nn.autocast``: each tensor cast to the autocast format (a Cast op, so its
-    gradient is cast back to the tensor's own format); outside: the tensors as they are.
-
-    Every op autocast runs in the lower-precision format calls this on its inputs first
-    (``matmul``, ``linear``; a convolution or attention op written as its own Function too).
-    """
+def autocast_inputs(op: str, *tensors: Tensor) -> tuple[Tensor, ...]:
+    """``tensors`` as op ``op`` takes them: inside ``nn.autocast``, cast to the autocast format
+    (``LOWER``: a Cast op, so each gradient is cast back to its tensor's own format) or widened
+    to FP32 (``FP32``, exact) as ``nn.autocast.CAST_POLICY`` lists the op; else as they are."""
     fmt = active_format()
     if fmt is None:
         return tensors
-    return tuple(cast(t, fmt) for t in tensors)
+    rule = cast_policy(op)
+    if rule == LOWER:
+        return tuple(cast(t, fmt) for t in tensors)
+    if rule == FP32:
+        return tuple(widen(t) for t in tensors)
+    return tensors
+
+
+def autocast_lower(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """``autocast_inputs`` for an op autocast runs low (a matmul-like op of one's own)."""
+    fmt = active_format()
+    return tensors if fmt is None else tuple(cast(t, fmt) for t in tensors)
 
 
 def autocast_fp32(t: Tensor) -> Tensor:
-    """Inside ``nn.autocast``: ``t`` widened to FP32 (exact); outside: ``t``. The ops autocast
-    keeps in fp32 (softmax, log_softmax, exp, log, pow, norms) call this on their input."""
+    """``autocast_inputs`` for an op autocast runs in fp32 (an op of one's own)."""
     return t if active_format() is None else widen(t)

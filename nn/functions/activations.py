@@ -17,7 +17,7 @@ import numpy as np
 from fpsim import Format
 from nn import _kernels, rounding
 from nn.autograd import Context, Function
-from nn.functions._common import autocast_fp32, constant, finish, widen
+from nn.functions._common import autocast_inputs, constant, finish, widen
 from nn.functions.elementwise import erf
 from nn.policy import at_least_fp32
 from nn.tensor import Tensor
@@ -265,13 +265,13 @@ def _check_axis(a: Tensor, axis: int) -> int:
 def softmax(a: Tensor, axis: int = -1) -> Tensor:
     """Softmax along ``axis``, computed in fp32, rounded once to a's format (FP32 inside
     ``nn.autocast``)."""
-    return Softmax.apply(autocast_fp32(a), axis=_check_axis(a, axis))
+    return Softmax.apply(*autocast_inputs("softmax", a), axis=_check_axis(a, axis))
 
 
 def log_softmax(a: Tensor, axis: int = -1) -> Tensor:
     """Log-softmax along ``axis``, computed in fp32, rounded once to a's format (FP32 inside
     ``nn.autocast``)."""
-    return LogSoftmax.apply(autocast_fp32(a), axis=_check_axis(a, axis))
+    return LogSoftmax.apply(*autocast_inputs("log_softmax", a), axis=_check_axis(a, axis))
 
 
 def dropout(

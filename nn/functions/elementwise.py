@@ -15,7 +15,7 @@ import numpy as np
 
 from nn import _kernels
 from nn.autograd import Context, Function
-from nn.functions._common import autocast_fp32, constant, finish
+from nn.functions._common import autocast_inputs, constant, finish
 from nn.tensor import Tensor
 
 
@@ -195,17 +195,17 @@ def pow(a: Tensor, exponent: Any) -> Tensor:  # noqa: A001 (the op's name)
             f"pow: exponent must be a real number (int or float), got {exponent!r} "
             f"of type {type(exponent).__name__}"
         )
-    return Pow.apply(autocast_fp32(a), exponent=float(exponent))
+    return Pow.apply(*autocast_inputs("pow", a), exponent=float(exponent))
 
 
 def exp(a: Tensor) -> Tensor:
     """e ** a, rounded to a's format (computed and returned in FP32 inside ``nn.autocast``)."""
-    return Exp.apply(autocast_fp32(a))
+    return Exp.apply(*autocast_inputs("exp", a))
 
 
 def log(a: Tensor) -> Tensor:
     """ln a, rounded to a's format (computed and returned in FP32 inside ``nn.autocast``)."""
-    return Log.apply(autocast_fp32(a))
+    return Log.apply(*autocast_inputs("log", a))
 
 
 def sqrt(a: Tensor) -> Tensor:

@@ -21,7 +21,7 @@ from nn.autograd import Context, Function, grad_site
 from nn.fp8.ops import linear as fp8_linear
 from nn.fp8.ops import matmul as fp8_matmul
 from nn.fp8.scope import active_run
-from nn.functions._common import autocast_lower, finish, widen
+from nn.functions._common import autocast_inputs, finish, widen
 from nn.functions.activations import relu_grad
 from nn.functions.reductions import sum as reduce_sum
 from nn.functions.shape import transpose
@@ -127,8 +127,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         )
     run = active_run()
     if run is not None:
-        return fp8_matmul(run, *autocast_lower(a, b))
-    return MatMul.apply(*autocast_lower(a, b))
+        return fp8_matmul(run, *autocast_inputs("matmul", a, b))
+    return MatMul.apply(*autocast_inputs("matmul", a, b))
 
 
 def linear(x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None) -> Tensor:
@@ -145,7 +145,7 @@ def linear(x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None
                          f"{w.shape} (expected (batch, {w.shape[0] if w.ndim else '?'}))")
     if b is not None and b.shape != (w.shape[1],):
         raise ValueError(f"linear: bias of shape {b.shape}, expected ({w.shape[1]},)")
-    inputs = autocast_lower(x, w) if b is None else autocast_lower(x, w, b)
+    inputs = autocast_inputs("linear", *((x, w) if b is None else (x, w, b)))
     run = active_run()
     if run is not None:
         return fp8_linear(run, inputs[0], inputs[1], inputs[2] if b is not None else None,

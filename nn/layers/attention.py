@@ -24,14 +24,14 @@ import numpy as np
 
 from nn import checks, sites
 from nn import functions as F
-from nn.autograd import name_scope
 from nn.fp8.scope import layer_scope as fp8_layer_scope
 from nn.functions.accumulate import accumulated_linear, accumulator_format
 from nn.functions.attention import attention, causal_mask
-from nn.layers.base import Layer, check_seed, register
+from nn.layers.base import Layer, register
 from nn.layers.initializers import get_initializer
 from nn.layers.statistics import StatisticsFormat
 from nn.policy import Policy, format_name
+from nn.sites import name_scope
 from nn.tensor import Tensor, Variable
 
 Shape = tuple[int | None, ...]
@@ -74,7 +74,7 @@ class MultiHeadAttention(StatisticsFormat, Layer):
         self.kernel_initializer = get_initializer(kernel_initializer)
         self.bias_initializer = get_initializer(bias_initializer)
         self.accumulator = accumulator_format(accumulator, f"{cls}: accumulator")
-        self.seed = check_seed(cls, seed)
+        self.seed = checks.seed(f"{cls}: seed", seed)
         self._rng = np.random.default_rng(seed) if seed is not None else None
         self._shapes: dict[str, Shape] = {}
         self.proj: dict[str, tuple[Variable, Variable | None]] = {}

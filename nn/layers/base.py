@@ -10,23 +10,22 @@ no edit anywhere else.
 from __future__ import annotations
 
 import contextvars
-import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from nn import checks, sites
 from nn import functions as F
+from nn import sites
 from nn.autocast import is_autocast_enabled
-from nn.autograd import name_scope
 from nn.fp8.scope import layer_scope as fp8_layer_scope
 from nn.layers.initializers import get_initializer, global_generator
 from nn.layers.module import Module
 from nn.layers.symbolic import route_symbolic_calls
 from nn.policy import Policy, as_policy, format_name
 from nn.registry import LAYERS
+from nn.sites import name_scope
 from nn.tensor import Tensor, Variable
 
 register = LAYERS.register
@@ -38,21 +37,6 @@ def _unique_name(base: str) -> str:
     n = _NAME_COUNTS.get(base, 0)
     _NAME_COUNTS[base] = n + 1
     return base if n == 0 else f"{base}_{n}"
-
-
-def check_number(layer: str, name: str, value: object, *, lo: float = -math.inf,
-                 hi: float = math.inf, lo_open: bool = False, hi_open: bool = False) -> float:
-    """nn.checks.number, its message naming the layer class too."""
-    return checks.number(f"{layer}: {name}", value, lo=lo, hi=hi, lo_open=lo_open,
-                         hi_open=hi_open)
-
-
-def check_seed(layer: str, seed: object) -> int | None:
-    """None or a non-negative integer, else a ValueError naming ``seed``."""
-    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
-                        and seed >= 0):
-        return None if seed is None else int(seed)
-    raise ValueError(f"{layer}: seed must be None or an integer >= 0, got {seed!r}")
 
 
 # the training= of the innermost enclosing layer call that had one (None: no such call)

@@ -21,14 +21,14 @@ import numpy as np
 
 from nn import checks
 from nn import functions as F
-from nn.autograd import name_scope
 from nn.functions.embedding import integer_indices
 from nn.layers.attention import MultiHeadAttention
-from nn.layers.base import Layer, check_number, register
+from nn.layers.base import Layer, register
 from nn.layers.core import Dense
 from nn.layers.embedding import Embedding
 from nn.layers.normalization import LayerNormalization
 from nn.policy import Policy
+from nn.sites import name_scope
 from nn.tensor import Tensor
 
 
@@ -100,7 +100,7 @@ class TransformerBlock(_Composite):
         self.ff_dim = checks.count(f"{cls}: ff_dim", ff_dim, minimum=1)
         self.key_dim = (max(self.embed_dim // self.num_heads, 1) if key_dim is None
                         else checks.count(f"{cls}: key_dim", key_dim, minimum=1))
-        self.epsilon = check_number(cls, "epsilon", epsilon, lo=0.0, lo_open=True)
+        self.epsilon = checks.number(f"{cls}: epsilon", epsilon, lo=0.0, lo_open=True)
         self.causal, self.normalize_first = bool(causal), bool(normalize_first)
         self.activation = activation
         p, n = self.policy, self.name

@@ -20,7 +20,7 @@ from nn import checks
 from nn import functions as F
 from nn.functions.accumulate import accumulator_format
 from nn.functions.conv import PADDINGS, conv2d, conv_output_shape, pair
-from nn.layers.base import Layer, _unique_name, check_seed, register
+from nn.layers.base import Layer, _unique_name, register
 from nn.layers.initializers import activation_name, get_activation, get_initializer
 from nn.policy import Policy, format_name
 from nn.tensor import Tensor, Variable
@@ -75,7 +75,7 @@ class Conv2D(Layer):
         self.kernel_initializer = get_initializer(kernel_initializer)
         self.bias_initializer = get_initializer(bias_initializer)
         self.accumulator = accumulator_format(accumulator, f"{cls}: accumulator")
-        self.seed = check_seed(cls, seed)
+        self.seed = checks.seed(f"{cls}: seed", seed)
         self._rng = np.random.default_rng(seed) if seed is not None else None
         self.kernel: Variable | None = None
         self.bias: Variable | None = None

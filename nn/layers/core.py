@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from nn import checks
 from nn import functions as F
 from nn.functions.accumulate import accumulated_linear, accumulator_format
-from nn.layers.base import Layer, check_number, check_seed, register
+from nn.layers.base import Layer, register
 from nn.layers.initializers import activation_name, get_activation, get_initializer, spawn_generator
 from nn.policy import Policy
 from nn.tensor import Tensor, Variable
@@ -50,7 +51,7 @@ class Dense(Layer):
         self.use_bias = bool(use_bias)
         self.kernel_initializer = get_initializer(kernel_initializer)
         self.bias_initializer = get_initializer(bias_initializer)
-        self.seed = check_seed("Dense", seed)
+        self.seed = checks.seed("Dense: seed", seed)
         self._rng = np.random.default_rng(seed) if seed is not None else None
         self.kernel: Variable | None = None
         self.bias: Variable | None = None
@@ -125,7 +126,7 @@ class Linear(Layer):
         if not isinstance(bias, (bool, np.bool_)):
             raise TypeError(f"Linear: bias must be True or False, got {bias!r}")
         self.in_features, self.out_features = int(in_features), int(out_features)
-        self.seed = check_seed("Linear", seed)
+        self.seed = checks.seed("Linear: seed", seed)
         rng = np.random.default_rng(seed) if seed is not None else None
         init = _uniform_fan_in(self.in_features)
         self.weight: Variable = self.add_weight("weight", (self.out_features, self.in_features),
@@ -182,7 +183,7 @@ class ReLU(Layer):
     def __init__(self, negative_slope: float = 0.0, dtype: Policy | str | None = None,
                  name: str | None = None) -> None:
         super().__init__(name=name, dtype=dtype)
-        self.negative_slope = check_number("ReLU", "negative_slope", negative_slope, lo=0.0)
+        self.negative_slope = checks.number("ReLU: negative_slope", negative_slope, lo=0.0)
 
     def call(self, x: Tensor, training: bool = False) -> Tensor:
         if self.negative_slope == 0:
@@ -216,8 +217,8 @@ class Dropout(Layer):
     def __init__(self, rate: float, seed: int | None = None, dtype: Policy | str | None = None,
                  name: str | None = None) -> None:
         super().__init__(name=name, dtype=dtype)
-        self.rate = check_number("Dropout", "rate", rate, lo=0.0, hi=1.0, hi_open=True)
-        self.seed = check_seed("Dropout", seed)
+        self.rate = checks.number("Dropout: rate", rate, lo=0.0, hi=1.0, hi_open=True)
+        self.seed = checks.seed("Dropout: seed", seed)
         self._rng = np.random.default_rng(seed) if seed is not None else spawn_generator()
 
     def call(self, x: Tensor, training: bool = False) -> Tensor:

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from nn import checks, sites
-from nn.autograd import name_scope
 from nn.functions.embedding import embedding, integer_indices
-from nn.layers.base import Layer, check_seed, register
+from nn.layers.base import Layer, register
 from nn.layers.initializers import get_initializer
 from nn.policy import Policy
+from nn.sites import name_scope
 from nn.tensor import Tensor, Variable
 
 
@@ -53,7 +53,7 @@ class Embedding(Layer):
                              "pass attention_mask= to MultiHeadAttention instead")
         self.embeddings_initializer = (keras_uniform if embeddings_initializer == "uniform"
                                        else get_initializer(embeddings_initializer))
-        self.seed = check_seed("Embedding", seed)
+        self.seed = checks.seed("Embedding: seed", seed)
         self._rng = np.random.default_rng(seed) if seed is not None else None
         self.embeddings: Variable | None = None
 

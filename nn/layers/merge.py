@@ -11,8 +11,8 @@ from typing import Any
 
 from nn import functions as F
 from nn import sites
-from nn.autograd import name_scope
 from nn.layers.base import Layer, register
+from nn.sites import name_scope
 from nn.tensor import Tensor
 
 

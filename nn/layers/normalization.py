@@ -31,7 +31,7 @@ from nn import checks, sites
 from nn import functions as F
 from nn.autograd import no_grad
 from nn.functions.norm import layer_norm, moments, normalize
-from nn.layers.base import Layer, check_number, register
+from nn.layers.base import Layer, register
 from nn.layers.initializers import get_initializer
 from nn.layers.statistics import StatisticsFormat
 from nn.policy import Policy
@@ -52,7 +52,7 @@ class _Normalization(StatisticsFormat, Layer):
                  dtype: Policy | str | None, name: str | None) -> None:
         super().__init__(name=name, dtype=dtype)
         cls = type(self).__name__
-        self.epsilon = check_number(cls, "epsilon", epsilon, lo=0.0, lo_open=True)
+        self.epsilon = checks.number(f"{cls}: epsilon", epsilon, lo=0.0, lo_open=True)
         self.center = _flag(cls, "center", center)
         self.scale = _flag(cls, "scale", scale)
         self.beta_initializer = get_initializer(beta_initializer)
@@ -98,7 +98,7 @@ class BatchNormalization(_Normalization):
         if axis != -1:
             raise ValueError(f"BatchNormalization: axis={axis!r} is not supported; nn normalizes "
                              "the channels-last axis, axis=-1")
-        self.momentum = check_number("BatchNormalization", "momentum", momentum, lo=0.0, hi=1.0)
+        self.momentum = checks.number("BatchNormalization: momentum", momentum, lo=0.0, hi=1.0)
         self.moving_mean_initializer = get_initializer(moving_mean_initializer)
         self.moving_variance_initializer = get_initializer(moving_variance_initializer)
         self.moving_mean: Variable | None = None

@@ -1,4 +1,4 @@
-"""The precision semantics of DESIGN.md section 3, each law checked against fpsim.round applied
+"""The precision semantics of docs/semantics.md, each law checked against fpsim.round applied
 independently to numpy float32/float64 arithmetic (never against nn itself)."""
 
 from __future__ import annotations
