@@ -123,7 +123,7 @@ def page_faults(steps: dict[str, Callable[[], float]], repeats: int) -> dict[str
     A fault is a fresh page of memory touched for the first time, about a microsecond each:
     under glibc's own settings malloc returns the freed top of the heap to the kernel between
     steps, so a step that allocates its large arrays afresh pays for their pages again every
-    step (the reason ``import nn`` tells malloc to keep them: ``nn.memory``; run with
+    step (the reason ``import nn`` tells malloc to keep them: ``nn.engine.memory``; run with
     ``NN_RETAIN_FREED_MEMORY=0`` to see the faults). All variants share one heap, so each
     one's count depends on the others' allocations too.
     """

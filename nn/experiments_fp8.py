@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import nn
-from nn.checks import count
+from nn.engine.checks import count
 from nn.losses import SparseCategoricalCrossentropy
 
 POLICIES = ("mixed_bfloat16", "mixed_e4m3fn", "fp8_hybrid_delayed", "mxfp8", "mxfp4", "nvfp4")

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from nn import functions as F
-from nn.policy import at_least_fp32
-from nn.registry import LOSSES
-from nn.tensor import Tensor
+from nn.engine.formats import at_least_fp32
+from nn.engine.registry import LOSSES
+from nn.engine.tensor import Tensor
 
 EPSILON = 1e-7  # probabilities are clipped to [EPSILON, 1 - EPSILON] before the log (Keras)
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from nn.registry import METRICS
-from nn.tensor import Tensor
+from nn.engine.registry import METRICS
+from nn.engine.tensor import Tensor
 
 
 def _array(x: Any) -> np.ndarray:

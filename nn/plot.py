@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nn import experiments
-from nn.history import History
+from nn.training.history import EVENTS, History
 
 
 def _axes(ax: Any) -> Any:
@@ -98,7 +98,6 @@ def gradient_events_timeline(history: History, *, kind: str = "activation",
                              ax: Any = None) -> Any:
     """Per epoch, the share of ``kind`` gradients that underflowed to 0, became subnormal or
     overflowed while rounding (``history.gradient_share(event, kind, epoch=i)``)."""
-    from nn.history import EVENTS
 
     ax = _axes(ax)
     epochs = np.arange(1, len(history.gradient_events) + 1)

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from nn.checks import number
-from nn.rounding import round_array
-from nn.tensor import Tensor
+from nn.engine.checks import number
+from nn.engine.rounding import round_array
+from nn.engine.tensor import Tensor
 
 
 def _grads(parameters: Any) -> list[Tensor]:

@@ -6,13 +6,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+import nn
 from fpsim.warmup import run_tasks
 from fpsim.warmup import tasks as fpsim_tasks
+from nn.engine import kernels as _kernels
+from nn.engine.conv_kernels import col2im_add, max_pool_window_grads
 
 
 def _train_step() -> None:
-    import nn
-
     with nn.policy_scope("mixed_float16"):
         model = nn.Sequential([nn.Dense(8, activation="relu", seed=0), nn.Dense(3, seed=1)])
     model.compile(optimizer=nn.optimizers.SGD(0.01),
@@ -22,8 +23,6 @@ def _train_step() -> None:
 
 
 def _conv_kernels() -> None:
-    from nn._conv_kernels import col2im_add, max_pool_window_grads
-
     for dtype in (np.float32, np.float64):  # the policies' carriers, float64 for gradient checks
         image, windows = np.zeros((1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 1, 1, 1), dtype)
         col2im_add(windows, image, 1, 1)
@@ -31,8 +30,6 @@ def _conv_kernels() -> None:
 
 
 def _lm_kernels() -> None:
-    from nn import _kernels
-
     x = np.zeros(8, np.float32)  # the softmax kernels (float32 rows), the embedding gradient's
     for zero_if_infinite in (False, True):
         _kernels.shift_by_row_max(x, x.copy(), 8, x[:1].copy(), zero_if_infinite)

@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from nn.checks import count
+from nn.engine.checks import count
+from nn.engine.random import spawn_generator
 
 DEFAULT_BATCH_SIZE = 32  # Keras's default batch size (theirs): batches(), fit, evaluate, predict
 
@@ -131,7 +132,6 @@ class Dataset:
                              "elements; write .shuffle(buffer_size).batch(n)")
         buffer_size = count("shuffle: buffer_size", buffer_size, minimum=1)
         if seed is None:
-            from nn.layers.initializers import spawn_generator
 
             seed = int(spawn_generator().integers(2**63))
         seed = count("shuffle: seed", seed)

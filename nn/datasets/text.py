@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nn.checks import count
+from nn.engine.checks import count
 
 VOCABULARY = 128  # ASCII: a character's id is its byte value
 

@@ -23,11 +23,11 @@ import numpy as np
 import fpsim
 import nn
 from nn import layers
+from nn.engine.tensor import Tensor
 from nn.experiments.cnn import CNNConfig, build_cnn, data_for, train_cnn
 from nn.experiments.result import ExperimentResult
 from nn.functions.conv import patches
 from nn.losses import SparseCategoricalCrossentropy
-from nn.tensor import Tensor
 
 ACCUMULATION_DEFAULT = CNNConfig(batch_size=256, steps=100)
 SMALL_BATCH = 64  # the batch the other CNN experiment uses: the knob turned down

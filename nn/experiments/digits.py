@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import nn
-from nn.history import History
-from nn.loss_scale import LossScaleOptimizer
+from nn.engine.registry import OPTIMIZERS
 from nn.losses import SparseCategoricalCrossentropy
-from nn.model import Model, WeightedLoss
-from nn.registry import OPTIMIZERS
+from nn.models.model import Model, WeightedLoss
+from nn.precision.loss_scale import LossScaleOptimizer
+from nn.training.history import History
 
 HIDDEN = (64, 64)
 LOSS_WEIGHT = 2.0**-18

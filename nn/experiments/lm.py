@@ -23,9 +23,9 @@ import nn
 from nn import layers
 from nn.datasets import text
 from nn.functions.accumulate import accumulator_format
-from nn.history import History
 from nn.losses import SparseCategoricalCrossentropy
-from nn.model import Model
+from nn.models.model import Model
+from nn.training.history import History
 
 
 @dataclass(frozen=True)

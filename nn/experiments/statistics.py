@@ -21,7 +21,7 @@ import numpy as np
 
 import fpsim
 import nn
-from nn import sites
+from nn.engine import sites
 from nn.experiments.cnn import CNNConfig, data_for, train_cnn
 from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics_lm import FP16_SQUARE_LIMIT

@@ -25,7 +25,7 @@ Engine does, so a saturated element passes its gradient on unchanged): the incom
 
 Operand names for the recipe's states and log: ``"<op site>/input"``, ``"/weight"`` and
 ``"/grad_output"`` for ``linear``; ``"/a"``, ``"/b"``, ``"/grad_output"`` for ``matmul``;
-block recipes' backward copies add ``"_t"`` (``nn.sites.fp8_tensor``).
+block recipes' backward copies add ``"_t"`` (``nn.engine.sites.fp8_tensor``).
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 
 from fpsim import FP32
-from nn import sites
-from nn.autograd import Context, Function
+from nn.engine import sites
+from nn.engine.autograd import Context, Function
+from nn.engine.tensor import Tensor
 from nn.fp8.recipes import Recipe
 from nn.fp8.scope import Run, current_layer
 from nn.functions._common import finish
-from nn.tensor import Tensor
 
 
 def _swap(v: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The fp8 recipes of a model in its checkpoint: what ``nn.checkpoint`` writes and restores.
+"""The fp8 recipes of a model in its checkpoint: what ``nn.saving.checkpoint`` writes and restores.
 
 A checkpoint's config holds a list ``fp8``, one entry per recipe of the model's policies
 (``recipes_of``, depth-first order): ``layers`` (the paths in the layer tree, ``"0"``,

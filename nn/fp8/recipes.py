@@ -45,7 +45,7 @@ import fpsim
 from fpsim import BF16, E4M3FN, E5M2, FP32, TF32, Format
 from fpsim import mx as fpsim_mx
 from fpsim._names import unknown_name
-from nn.checks import count
+from nn.engine.checks import count
 from nn.fp8.state import ScalingState, TelemetryLog, TensorRecord
 
 ROLES = ("forward", "backward")

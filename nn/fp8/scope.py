@@ -13,7 +13,7 @@ a run is active they become quantized matmuls (``nn.fp8.ops``).
   a final ``Dense(dtype="float32")`` stays fp32). An explicit ``fp8_autocast`` wins over both.
 
 Tensor names: the state (and log rows) of an operand are keyed by where it is used:
-``"<scope>/<Op>/<operand>"`` (``nn.sites.fp8_tensor``), e.g. ``"dense/Linear/input"``; the
+``"<scope>/<Op>/<operand>"`` (``nn.engine.sites.fp8_tensor``), e.g. ``"dense/Linear/input"``; the
 k-th use of the same op in one scope during one forward pass gets ``"<Op>_k"``. A pass starts
 at the outermost layer of a recipe policy, at each outermost layer call inside an
 ``fp8_autocast`` block (so ``with fp8_autocast(recipe): model.fit(...)`` gives every step the
@@ -28,8 +28,8 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any
 
-from nn import sites
-from nn.fp8.recipes import Recipe, get_recipe
+from nn.engine import sites
+from nn.fp8.recipes import DelayedScaling, Recipe, get_recipe
 
 
 class Run:
@@ -100,8 +100,6 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
         if not isinstance(enabled, bool):
             raise TypeError(f"fp8_autocast: enabled must be True or False, got {enabled!r}")
         if recipe is None:
-            from nn.fp8.recipes import DelayedScaling
-
             recipe = DelayedScaling()
         self.recipe = get_recipe(recipe)
         self.enabled = enabled

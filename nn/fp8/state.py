@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from fpsim import Format
-from nn.checks import count
+from nn.engine.checks import count
 
 AMAX_ALGOS = ("max", "most_recent")
 _F32_MAX = np.float32(np.finfo(np.float32).max)

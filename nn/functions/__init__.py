@@ -7,8 +7,8 @@ Importing this package registers the wrappers behind Tensor's operators (``a + b
 
 from typing import Any
 
-from nn import autocast as _autocast
-from nn.autograd import backward as _backward
+from nn.engine.autograd import backward as _backward
+from nn.engine.tensor import register_ops
 from nn.functions._common import autocast_fp32, autocast_lower
 from nn.functions.accumulate import accumulated_linear, accumulated_matmul
 from nn.functions.activations import (
@@ -74,7 +74,7 @@ from nn.functions.shape import (
     reshape,
     transpose,
 )
-from nn.tensor import register_ops
+from nn.precision import autocast as _autocast
 
 __all__ = [
     "GELU", "Add", "BroadcastTo", "Cast", "Clip", "Div", "Dropout", "Erf", "Exp", "GetItem",

@@ -1,16 +1,16 @@
 """Helpers shared by the ops: the output-rounding rule, the fp32 widening of a tensor, and the
-autocast hook ``autocast_inputs`` (an op's inputs as ``nn.autocast.CAST_POLICY`` says)."""
+autocast hook ``autocast_inputs`` (an op's inputs as ``nn.precision.autocast.CAST_POLICY`` says)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from nn.autocast import FP32, LOWER, active_format, cast_policy
-from nn.autograd import Context
+from nn.engine.autograd import Context
+from nn.engine.formats import at_least_fp32
+from nn.engine.rounding import round_array
+from nn.engine.tensor import Tensor
 from nn.functions.cast import Cast, cast
-from nn.policy import at_least_fp32
-from nn.rounding import round_array
-from nn.tensor import Tensor
+from nn.precision.autocast import FP32, LOWER, active_format, cast_policy
 
 
 def finish(ctx: Context, out: np.ndarray) -> np.ndarray:
@@ -39,7 +39,8 @@ def constant(values: np.ndarray, like: Tensor) -> Tensor:
 def autocast_inputs(op: str, *tensors: Tensor) -> tuple[Tensor, ...]:
     """``tensors`` as op ``op`` takes them: inside ``nn.autocast``, cast to the autocast format
     (``LOWER``: a Cast op, so each gradient is cast back to its tensor's own format) or widened
-    to FP32 (``FP32``, exact) as ``nn.autocast.CAST_POLICY`` lists the op; else as they are."""
+    to FP32 (``FP32``, exact) as ``nn.precision.autocast.CAST_POLICY`` lists the op; else as
+    they are."""
     fmt = active_format()
     if fmt is None:
         return tensors

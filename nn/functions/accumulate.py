@@ -24,14 +24,14 @@ import numpy as np
 
 from fpsim import FP16, FP32, Format
 from fpsim.accumulate import matmul_nd, same_values
-from nn.autograd import Context, Function
+from nn.engine.autograd import Context, Function
+from nn.engine.formats import FormatLike, resolve_format
+from nn.engine.rounding import round_array
+from nn.engine.tensor import Tensor
 from nn.functions.activations import relu_grad
 from nn.functions.fp16_accumulate import MAX_PRODUCT_BITS, fp16_sequential_matmul
 from nn.functions.reductions import sum as reduce_sum
 from nn.functions.shape import transpose
-from nn.policy import FormatLike, resolve_format
-from nn.rounding import round_array
-from nn.tensor import Tensor
 
 
 def _swap_last(t: Tensor) -> Tensor:

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 
 from fpsim import Format
-from nn import _kernels, rounding
-from nn.autograd import Context, Function
+from nn.engine import kernels as _kernels
+from nn.engine import rounding
+from nn.engine.autograd import Context, Function
+from nn.engine.formats import at_least_fp32
+from nn.engine.tensor import Tensor
 from nn.functions._common import autocast_inputs, constant, finish, widen
 from nn.functions.elementwise import erf
-from nn.policy import at_least_fp32
-from nn.tensor import Tensor
 
 
 class ReLU(Function):

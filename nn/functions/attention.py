@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from fpsim import FP32, Format
+from nn.engine.formats import FormatLike
+from nn.engine.tensor import Tensor
 from nn.functions.accumulate import accumulated_matmul
 from nn.functions.activations import softmax
 from nn.functions.cast import cast
@@ -27,8 +29,6 @@ from nn.functions.linalg import matmul
 from nn.functions.reductions import max as fmax
 from nn.functions.reductions import sum as fsum
 from nn.functions.shape import transpose
-from nn.policy import FormatLike
-from nn.tensor import Tensor
 
 
 def large_negative(fmt: Format | None) -> float:

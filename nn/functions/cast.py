@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 
 from fpsim import Format
-from nn.autograd import Context, Function
-from nn.policy import FormatLike, carrier_dtype, resolve_format
-from nn.rounding import needs_rounding, round_array
-from nn.tensor import Tensor
+from nn.engine.autograd import Context, Function
+from nn.engine.formats import FormatLike, carrier_dtype, resolve_format
+from nn.engine.rounding import needs_rounding, round_array
+from nn.engine.tensor import Tensor
 
 
 class Cast(Function):

@@ -5,7 +5,7 @@ Layout is channels-last (Keras): images ``(N, H, W, C)``, kernels ``(kh, kw, C, 
 - ``patches`` copies every ``kh x kw`` window into a row, ``(N, OH, OW, kh, kw, C)``: exact (it
   only moves values, padding cells hold ``fill``). Its backward adds each window's gradient back
   onto the pixels it came from, one kernel offset at a time, summing in fp32 (a numba kernel,
-  nn._conv_kernels.col2im_add; with nn's kernels off, the same sums as a numpy loop over the
+  nn.engine.conv_kernels.col2im_add; with nn's kernels off, the same sums as a numpy loop over the
   ``kh * kw`` offsets); the engine then rounds each pixel's sum once to the input's format.
 - ``conv2d`` multiplies the ``(N*OH*OW, kh*kw*C)`` patch matrix by the kernel reshaped to
   ``(kh*kw*C, filters)`` with ``linear`` (the op Dense uses): compute-format inputs, products
@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from nn import rounding
-from nn._conv_kernels import col2im_add
-from nn.autograd import Context, Function
+from nn.engine import rounding
+from nn.engine.autograd import Context, Function
+from nn.engine.conv_kernels import col2im_add
+from nn.engine.formats import FormatLike, at_least_fp32
+from nn.engine.tensor import Tensor
 from nn.functions.accumulate import accumulated_linear
 from nn.functions.linalg import linear
 from nn.functions.shape import reshape
-from nn.policy import FormatLike, at_least_fp32
-from nn.tensor import Tensor
 
 Pads = tuple[tuple[int, int], tuple[int, int]]
 PADDINGS = ("valid", "same")

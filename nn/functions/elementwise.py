@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from nn import _kernels
-from nn.autograd import Context, Function
+from nn.engine import kernels as _kernels
+from nn.engine.autograd import Context, Function
+from nn.engine.tensor import Tensor
 from nn.functions._common import autocast_inputs, constant, finish
-from nn.tensor import Tensor
 
 
 class Add(Function):

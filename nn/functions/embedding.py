@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from nn import _kernels, rounding
-from nn.autograd import Context, Function
-from nn.policy import at_least_fp32
-from nn.tensor import Tensor
+from nn.engine import kernels as _kernels
+from nn.engine import rounding
+from nn.engine.autograd import Context, Function
+from nn.engine.formats import at_least_fp32
+from nn.engine.tensor import Tensor
 
 
 class EmbeddingLookup(Function):

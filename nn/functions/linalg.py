@@ -16,8 +16,12 @@ from typing import Any
 import numpy as np
 
 from fpsim import FP32, Format
-from nn import _kernels, rounding
-from nn.autograd import Context, Function, grad_site
+from nn.engine import kernels as _kernels
+from nn.engine import rounding
+from nn.engine.autograd import Context, Function, grad_site
+from nn.engine.formats import carrier_dtype
+from nn.engine.rounding import kernel_params, round_array
+from nn.engine.tensor import Tensor
 from nn.fp8.ops import linear as fp8_linear
 from nn.fp8.ops import matmul as fp8_matmul
 from nn.fp8.scope import active_run
@@ -25,9 +29,6 @@ from nn.functions._common import autocast_inputs, finish, widen
 from nn.functions.activations import relu_grad
 from nn.functions.reductions import sum as reduce_sum
 from nn.functions.shape import transpose
-from nn.policy import carrier_dtype
-from nn.rounding import kernel_params, round_array
-from nn.tensor import Tensor
 
 _NO_BIAS = np.zeros(1, dtype=np.float32)
 

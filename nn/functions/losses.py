@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 
 from fpsim import Format
-from nn.autograd import Context, Function
+from nn.engine.autograd import Context, Function
+from nn.engine.formats import at_least_fp32
+from nn.engine.tensor import Tensor
 from nn.functions._common import constant
 from nn.functions.activations import _logsumexp
 from nn.functions.shape import reshape
-from nn.policy import at_least_fp32
-from nn.tensor import Tensor
 
 
 class SparseSoftmaxCrossEntropy(Function):

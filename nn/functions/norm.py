@@ -12,9 +12,9 @@ format of the tensor it belongs to), so no hand-written backward is needed.
 from __future__ import annotations
 
 from fpsim import Format
+from nn.engine.tensor import Tensor
 from nn.functions.cast import cast
 from nn.functions.reductions import mean
-from nn.tensor import Tensor
 
 Axes = tuple[int, ...]
 

@@ -15,7 +15,7 @@ instead of a chain of broadcast, multiply and divide ops.
   rounded it (``<scope>/grad_Max_input0``, so monitor tables keep their rows); overlapping
   windows then add their shares in fp32 and the engine rounds each pixel's sum once to the
   input's format, as ``patches``'s backward does. A numba kernel
-  (nn._conv_kernels.max_pool_window_grads) computes the shares; with nn's kernels off a numpy
+  (nn.engine.conv_kernels.max_pool_window_grads) computes the shares; with nn's kernels off a numpy
   loop over the window offsets gives the same bits.
 """
 
@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 
 from fpsim import Format
-from nn import rounding, sites
-from nn._conv_kernels import col2im_add, max_pool_window_grads
-from nn.autograd import Context, Function
+from nn.engine import rounding, sites
+from nn.engine.autograd import Context, Function
+from nn.engine.conv_kernels import col2im_add, max_pool_window_grads
+from nn.engine.formats import at_least_fp32
+from nn.engine.rounding import round_array
+from nn.engine.tensor import Tensor
 from nn.functions.conv import Pads, padded, pair, window_geometry
-from nn.policy import at_least_fp32
-from nn.rounding import round_array
-from nn.tensor import Tensor
 
 # Where each window cell's share of the gradient is rounded: the site name of the
 # patches + max composition this op replaces, so that telemetry tables keep their rows.

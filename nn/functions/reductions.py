@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from fpsim import Format
-from nn.autograd import Context, Function
+from nn.engine.autograd import Context, Function
+from nn.engine.formats import at_least_fp32
+from nn.engine.rounding import last_axis_sum
+from nn.engine.tensor import Tensor
 from nn.functions._common import constant
 from nn.functions.shape import BroadcastTo
-from nn.policy import at_least_fp32
-from nn.rounding import last_axis_sum
-from nn.tensor import Tensor
 
 Axis = int | tuple[int, ...] | None
 

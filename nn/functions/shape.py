@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from fpsim import FP32
-from nn.autograd import Context, Function, is_grad_enabled
-from nn.rounding import sum_to_shape
-from nn.tensor import Tensor
+from nn.engine.autograd import Context, Function, is_grad_enabled
+from nn.engine.rounding import sum_to_shape
+from nn.engine.tensor import Tensor
 
 
 class Reshape(Function):

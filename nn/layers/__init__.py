@@ -22,6 +22,7 @@ A new layer registers itself with ``@nn.layers.register``; ``names()`` lists the
 
 from __future__ import annotations
 
+from nn.engine.registry import LAYERS
 from nn.layers.attention import MultiHeadAttention
 from nn.layers.base import Layer, deserialize, register, serialize
 from nn.layers.blocks import TokenAndPositionEmbedding, TransformerBlock
@@ -47,7 +48,6 @@ from nn.layers.pooling import (
     MaxPooling2D,
 )
 from nn.layers.sequential import Sequential
-from nn.registry import LAYERS
 
 
 def get(name: str) -> type[Layer]:

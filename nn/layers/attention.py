@@ -22,17 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from nn import checks, sites
 from nn import functions as F
+from nn.engine import checks, sites
+from nn.engine.formats import format_name
+from nn.engine.sites import name_scope
+from nn.engine.tensor import Tensor, Variable
 from nn.fp8.scope import layer_scope as fp8_layer_scope
 from nn.functions.accumulate import accumulated_linear, accumulator_format
 from nn.functions.attention import attention, causal_mask
 from nn.layers.base import Layer, register
 from nn.layers.initializers import get_initializer
 from nn.layers.statistics import StatisticsFormat
-from nn.policy import Policy, format_name
-from nn.sites import name_scope
-from nn.tensor import Tensor, Variable
+from nn.precision.policy import Policy
 
 Shape = tuple[int | None, ...]
 

@@ -17,16 +17,18 @@ from typing import Any
 import numpy as np
 
 from nn import functions as F
-from nn import sites
-from nn.autocast import is_autocast_enabled
+from nn.engine import sites
+from nn.engine.formats import format_name
+from nn.engine.random import global_generator
+from nn.engine.registry import LAYERS
+from nn.engine.sites import name_scope
+from nn.engine.tensor import Tensor, Variable
 from nn.fp8.scope import layer_scope as fp8_layer_scope
-from nn.layers.initializers import get_initializer, global_generator
+from nn.layers.initializers import get_initializer
 from nn.layers.module import Module
 from nn.layers.symbolic import route_symbolic_calls
-from nn.policy import Policy, as_policy, format_name
-from nn.registry import LAYERS
-from nn.sites import name_scope
-from nn.tensor import Tensor, Variable
+from nn.precision.autocast import is_autocast_enabled
+from nn.precision.policy import Policy, as_policy
 
 register = LAYERS.register
 

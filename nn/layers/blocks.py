@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from nn import checks
 from nn import functions as F
+from nn.engine import checks
+from nn.engine.sites import name_scope
+from nn.engine.tensor import Tensor
 from nn.functions.embedding import integer_indices
 from nn.layers.attention import MultiHeadAttention
 from nn.layers.base import Layer, register
 from nn.layers.core import Dense
 from nn.layers.embedding import Embedding
 from nn.layers.normalization import LayerNormalization
-from nn.policy import Policy
-from nn.sites import name_scope
-from nn.tensor import Tensor
+from nn.precision.policy import Policy
 
 
 class _Composite(Layer):

@@ -16,14 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from nn import checks
 from nn import functions as F
+from nn.engine import checks
+from nn.engine.formats import format_name
+from nn.engine.tensor import Tensor, Variable
 from nn.functions.accumulate import accumulator_format
 from nn.functions.conv import PADDINGS, conv2d, conv_output_shape, pair
 from nn.layers.base import Layer, _unique_name, register
 from nn.layers.initializers import activation_name, get_activation, get_initializer
-from nn.policy import Policy, format_name
-from nn.tensor import Tensor, Variable
+from nn.precision.policy import Policy
 
 
 def keras_name(name: str | None, base: str) -> str | None:

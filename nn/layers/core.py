@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from nn import checks
 from nn import functions as F
+from nn.engine import checks
+from nn.engine.random import spawn_generator
+from nn.engine.tensor import Tensor, Variable
 from nn.functions.accumulate import accumulated_linear, accumulator_format
 from nn.layers.base import Layer, register
-from nn.layers.initializers import activation_name, get_activation, get_initializer, spawn_generator
-from nn.policy import Policy
-from nn.tensor import Tensor, Variable
+from nn.layers.initializers import activation_name, get_activation, get_initializer
+from nn.precision.policy import Policy
 
 
 @register

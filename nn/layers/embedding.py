@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from nn import checks, sites
+from nn.engine import checks, sites
+from nn.engine.sites import name_scope
+from nn.engine.tensor import Tensor, Variable
 from nn.functions.embedding import embedding, integer_indices
 from nn.layers.base import Layer, register
 from nn.layers.initializers import get_initializer
-from nn.policy import Policy
-from nn.sites import name_scope
-from nn.tensor import Tensor, Variable
+from nn.precision.policy import Policy
 
 
 def keras_uniform(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

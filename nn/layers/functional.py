@@ -24,11 +24,13 @@ from typing import Any
 import numpy as np
 
 from nn import functions as F
+from nn.engine.formats import default_tensor_format, format_name, resolve_format
+from nn.engine.tensor import Tensor
 from nn.layers.base import Layer, deserialize, register, serialize
 from nn.layers.sequential import Container, check_new_layers
 from nn.layers.symbolic import Node, SymbolicTensor, symbolic_call
-from nn.policy import Policy, default_tensor_format, format_name, resolve_format
-from nn.tensor import Tensor
+from nn.models.model import Model
+from nn.precision.policy import Policy
 
 
 def _check_shape(what: str, shape: Any) -> tuple[int | None, ...]:
@@ -259,3 +261,6 @@ class Functional(Container):
 
     def get_build_config(self) -> dict[str, Any] | None:
         return None  # the graph builds every layer
+
+
+Model.functional = Functional  # what nn.Model(inputs=..., outputs=...) makes

@@ -1,68 +1,26 @@
-"""Where layers get their numbers: the random generator, weight initializers and activations.
-
-``set_random_seed`` seeds the generator that initializers draw from and that unseeded Dropout
-layers spawn their own generators from. Initializers and activations are found by name.
-"""
+"""Where layers get their numbers: weight initializers and activations, found by name; the
+random generator they draw from is ``nn.engine.random``'s (``set_random_seed`` is re-exported
+here for ``nn.layers.set_random_seed``)."""
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 
 from nn import functions as F
-from nn.registry import ACTIVATIONS
-from nn.tensor import Tensor
+from nn.engine.random import (  # noqa: F401 (re-exported)
+    global_generator,
+    global_seed,
+    restoring,
+    set_random_seed,
+    spawn_generator,
+)
+from nn.engine.registry import ACTIVATIONS
+from nn.engine.tensor import Tensor
 
 Initializer = Callable[[tuple[int, ...], np.random.Generator], np.ndarray]
-
-_RNG = [np.random.default_rng()]
-# while a checkpoint is being restored, layers build from this throwaway generator instead
-_RESTORING: contextvars.ContextVar[bool] = contextvars.ContextVar("nn_restoring", default=False)
-
-
-def set_random_seed(seed: int | None) -> None:
-    """Seed the generator that weight initializers and unseeded Dropout layers draw from."""
-    _RNG[0] = np.random.default_rng(seed)
-
-
-def global_seed() -> int:
-    """The seed the global generator was made from (``set_random_seed``'s, or the entropy numpy
-    drew for it); drawing nothing, so it stays the same until the next ``set_random_seed``."""
-    bits = _RNG[0].bit_generator
-    seed_seq = getattr(bits, "seed_seq", None) or getattr(bits, "_seed_seq")  # noqa: B009
-    return int(seed_seq.entropy)
-
-
-def global_generator() -> np.random.Generator:
-    """The generator initializers draw from (a throwaway one while a checkpoint loads)."""
-    return np.random.default_rng(0) if _RESTORING.get() else _RNG[0]
-
-
-def spawn_generator() -> np.random.Generator:
-    """A new independent generator derived from the global one without drawing from it (so
-    weight initialization is unchanged); a throwaway one while a checkpoint loads."""
-    if _RESTORING.get():
-        return np.random.default_rng(0)
-    bits = _RNG[0].bit_generator
-    # numpy >= 1.25 names it seed_seq, older versions _seed_seq
-    seed_seq = getattr(bits, "seed_seq", None) or getattr(bits, "_seed_seq")  # noqa: B009
-    return np.random.default_rng(seed_seq.spawn(1)[0])
-
-
-@contextlib.contextmanager
-def restoring() -> Iterator[None]:
-    """Inside: building layers draws nothing from the global generator (their values are about
-    to be overwritten from a checkpoint)."""
-    token = _RESTORING.set(True)
-    try:
-        yield
-    finally:
-        _RESTORING.reset(token)
-
 
 def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
     if len(shape) < 2:
@@ -137,4 +95,4 @@ def activation_name(activation: str | Callable | None) -> str | None:
             return name
     raise ValueError(f"cannot serialize the custom activation {activation!r}; use a name from "
                      f"{', '.join(ACTIVATIONS.names())} or register it with "
-                     "nn.registry.ACTIVATIONS.register(fn, name=...)")
+                     "nn.engine.registry.ACTIVATIONS.register(fn, name=...)")

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from nn import functions as F
-from nn import sites
+from nn.engine import sites
+from nn.engine.sites import name_scope
+from nn.engine.tensor import Tensor
 from nn.layers.base import Layer, register
-from nn.sites import name_scope
-from nn.tensor import Tensor
 
 
 @register

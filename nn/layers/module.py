@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from nn.checks import device
-from nn.tensor import Variable
+from nn.engine.checks import device
+from nn.engine.tensor import Variable
 
 if TYPE_CHECKING:
     from nn.layers.base import Layer

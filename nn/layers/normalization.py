@@ -27,15 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from nn import checks, sites
 from nn import functions as F
-from nn.autograd import no_grad
+from nn.engine import checks, sites
+from nn.engine.autograd import no_grad
+from nn.engine.tensor import Tensor, Variable
 from nn.functions.norm import layer_norm, moments, normalize
 from nn.layers.base import Layer, register
 from nn.layers.initializers import get_initializer
 from nn.layers.statistics import StatisticsFormat
-from nn.policy import Policy
-from nn.tensor import Tensor, Variable
+from nn.precision.policy import Policy
 
 
 def _flag(layer: str, name: str, value: Any) -> bool:

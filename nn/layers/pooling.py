@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from nn import functions as F
+from nn.engine.tensor import Tensor
 from nn.functions._common import constant
 from nn.functions.conv import PADDINGS, pair, patches
 from nn.functions.pooling import max_pool2d
 from nn.layers.base import Layer, register
 from nn.layers.conv import keras_name, unsupported
-from nn.policy import Policy
-from nn.tensor import Tensor
+from nn.precision.policy import Policy
 
 
 class _Pooling2D(Layer):

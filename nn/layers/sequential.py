@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from nn.engine.formats import default_tensor_format
+from nn.engine.tensor import Tensor
 from nn.layers.base import Layer, deserialize, register, serialize
 from nn.layers.symbolic import SymbolicTensor
-from nn.model import Model, check_build_shape
-from nn.policy import default_tensor_format
-from nn.tensor import Tensor
-from nn.training import walk_layers
+from nn.models.model import Model, check_build_shape
+from nn.training.loop import walk_layers
 
 
 def check_new_layers(model: Layer, present: list[Layer], new: list[Layer]) -> None:

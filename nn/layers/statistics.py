@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nn.policy import resolve_format
+from nn.engine.formats import resolve_format
 
 
 class StatisticsFormat:

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn.autograd import no_grad
-from nn.dtypes import DType
-from nn.policy import carrier_dtype
-from nn.tensor import Tensor
+from nn.engine.autograd import no_grad
+from nn.engine.dtypes import DType
+from nn.engine.formats import carrier_dtype
+from nn.engine.tensor import Tensor
 
 CALL_STYLES = ("input", "tensor", "list", "args")
 

@@ -34,11 +34,11 @@ Example (``w`` an ``nn.Variable``)::
 
 from __future__ import annotations
 
+from nn.engine.registry import OPTIMIZERS
 from nn.optimizers.base import Optimizer, gradient_array, learning_rate_args
 from nn.optimizers.base import _name_of as _name_of  # re-exported for nn.grad_scaler
 from nn.optimizers.base import _needs_rounding as _needs_rounding
 from nn.optimizers.rules import SGD, Adam, RMSprop
-from nn.registry import OPTIMIZERS
 
 __all__ = ["SGD", "Adam", "Optimizer", "RMSprop", "get", "gradient_array", "learning_rate_args",
            "names"]

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn.checks import count, number
+from nn.engine.checks import count, number
+from nn.engine.formats import resolve_format
+from nn.layers.module import clear_grads  # the one rule, shared with Module.zero_grad
 
 
 def _needs_rounding(fmt: Any) -> bool:
@@ -257,7 +259,6 @@ class Optimizer:
 
         Backward passes accumulate into ``.grad`` (as in PyTorch), so a loop calls this once
         per step."""
-        from nn.layers.module import clear_grads  # the one rule, shared with Module.zero_grad
 
         clear_grads(self._require_params("zero_grad()"), set_to_none)
 
@@ -333,7 +334,6 @@ def _slot_format(cls_name: str, slot_dtype: str | None) -> tuple[str | None, Any
     (fp32); a narrower format name ("float16", "bfloat16", ...) stores them rounded to it."""
     if slot_dtype is None:
         return None, None
-    from nn.policy import resolve_format
 
     fmt = resolve_format(slot_dtype, f"{cls_name}: slot_dtype")
     if fmt is None:

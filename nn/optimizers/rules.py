@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from nn.checks import number
+from nn.engine.checks import number
+from nn.engine.registry import OPTIMIZERS
 from nn.optimizers.base import Optimizer, _alias, learning_rate_args
-from nn.registry import OPTIMIZERS
 
 
 @OPTIMIZERS.register(aliases=("sgd",))

@@ -11,7 +11,7 @@ import os
 import pytest
 
 import nn
-from nn import rounding
+from nn.engine import rounding
 
 KERNELS = os.environ.get("NN_KERNELS", "1") != "0"
 

@@ -1,4 +1,4 @@
-"""nn._conv_kernels.col2im_add, the compiled backward of ``patches``: the same fp32 (float64)
+"""nn.engine.conv_kernels.col2im_add, the compiled backward of ``patches``: the same fp32 (float64)
 sums, in the same order, as the numpy loop it replaces (nn's kernels off), bit for bit."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import nn
-from nn import rounding
+from nn.engine import rounding
 from nn.functions.conv import patches
 
 
@@ -52,7 +52,7 @@ def test_the_overlapping_sums_of_this_data_depend_on_their_order():
 
 def test_nn_warmup_compiles_the_conv_kernels_for_both_carriers():
     from nn import warmup
-    from nn._conv_kernels import col2im_add, max_pool_window_grads
+    from nn.engine.conv_kernels import col2im_add, max_pool_window_grads
 
     dict(warmup.tasks())["nn conv kernels"]()
     for kernel in (col2im_add, max_pool_window_grads):

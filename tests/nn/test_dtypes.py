@@ -1,4 +1,5 @@
-"""``Tensor.dtype`` names the emulated format (nn.dtypes.DType); the carrier stays reachable."""
+"""``Tensor.dtype`` names the emulated format (nn.engine.dtypes.DType); the carrier stays
+reachable."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 import fpsim
 import nn
-from nn.dtypes import DType
+from nn.engine.dtypes import DType
 
 
 @pytest.mark.parametrize("fmt, names", [

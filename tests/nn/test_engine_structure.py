@@ -2,8 +2,11 @@
 
 Layers, lowest first (each module imports only from layers below it):
 
-    fpsim  ->  nn.sites, nn.policy  ->  nn.rounding, nn.dtypes  ->  nn.tensor  ->  nn.autograd
-           ->  nn.functions.*  (which register Tensor's operators)  ->  layers, model, ...
+    fpsim  ->  nn.engine.sites, nn.engine.formats  ->  nn.engine.rounding, nn.engine.dtypes
+           ->  nn.engine.tensor  ->  nn.engine.autograd
+           ->  nn.functions.*  (which register Tensor's operators)  ->  layers, models, ...
+
+(tests/nn/test_layout.py checks the whole package's layout.)
 """
 
 from __future__ import annotations
@@ -17,15 +20,16 @@ import numpy as np
 import pytest
 
 import nn
-from nn import tensor
+from nn.engine import tensor
 
 ROOT = Path(nn.__file__).resolve().parent
 ENGINE_LAYERS = [
-    {"nn.sites", "nn.policy", "nn._kernels", "nn._conv_kernels", "nn.checks",
-     "nn.fp8.state", "nn.fp8.recipes", "nn.functions.fp16_accumulate"},
-    {"nn.rounding", "nn.autocast", "nn.dtypes"},
-    {"nn.tensor"},
-    {"nn.autograd", "nn.fp8.scope"},
+    {"nn.engine", "nn.engine.sites", "nn.engine.formats", "nn.engine.kernels",
+     "nn.engine.conv_kernels", "nn.engine.checks", "nn.engine.registry", "nn.engine.random",
+     "nn.engine.memory", "nn.fp8.state", "nn.fp8.recipes", "nn.functions.fp16_accumulate"},
+    {"nn.engine.rounding", "nn.precision", "nn.precision.autocast", "nn.engine.dtypes"},
+    {"nn.engine.tensor"},
+    {"nn.engine.autograd", "nn.fp8.scope"},
     {"nn.functions._common", "nn.functions.activations", "nn.functions.cast",
      "nn.functions.elementwise", "nn.functions.linalg", "nn.functions.losses",
      "nn.functions.reductions", "nn.functions.shape", "nn.functions",
@@ -110,12 +114,12 @@ def test_the_cycle_finder_finds_a_planted_cycle():
 
 
 def test_the_import_scanner_sees_nested_imports_but_not_type_checking_ones():
-    # tensor.py names nn.autograd only under TYPE_CHECKING; autograd imports tensor at the top
-    assert "nn.autograd" not in imports_of("nn.tensor", top_level_only=False)
-    assert "nn.tensor" in imports_of("nn.autograd", top_level_only=True)
-    # model.py imports checkpoint inside a method: seen only when nested imports count
-    assert "nn.checkpoint" in imports_of("nn.model", top_level_only=False)
-    assert "nn.checkpoint" not in imports_of("nn.model", top_level_only=True)
+    # tensor.py names autograd only under TYPE_CHECKING; autograd imports tensor at the top
+    assert "nn.engine.autograd" not in imports_of("nn.engine.tensor", top_level_only=False)
+    assert "nn.engine.tensor" in imports_of("nn.engine.autograd", top_level_only=True)
+    # cli.py imports nn.plot inside a function: seen only when nested imports count
+    assert "nn.plot" in imports_of("nn.cli", top_level_only=False)
+    assert "nn.plot" not in imports_of("nn.cli", top_level_only=True)
 
 
 def test_nn_modules_have_no_import_cycle_at_top_level():
@@ -126,7 +130,7 @@ def test_nn_modules_have_no_import_cycle_at_top_level():
 def test_engine_modules_import_only_from_layers_below_them_at_any_depth():
     layer_of = {m: i for i, layer in enumerate(ENGINE_LAYERS) for m in layer}
     assert set(layer_of) <= MODULES.keys()
-    engine = [m for m in MODULES if m.startswith("nn.functions") or m in layer_of]
+    engine = [m for m in MODULES if m.startswith(("nn.functions", "nn.engine")) or m in layer_of]
     assert set(engine) == set(layer_of), "a new engine module needs a place in ENGINE_LAYERS"
     upward = {
         (m, dep)
@@ -146,8 +150,9 @@ def test_registering_an_unknown_operator_name_is_refused_naming_it():
         tensor.register_ops(addd=lambda a, b: a)
 
 
-@pytest.mark.parametrize("first", ["nn.tensor", "nn.autograd", "nn.functions.linalg",
-                                   "nn.rounding", "nn.policy"])
+@pytest.mark.parametrize("first", ["nn.engine.tensor", "nn.engine.autograd",
+                                   "nn.functions.linalg", "nn.engine.rounding",
+                                   "nn.precision.policy"])
 def test_any_engine_module_imported_first_gives_working_operators(first):
     code = (f"import {first}, nn, numpy as np\n"
             "t = nn.Tensor([1.0, 2.0], requires_grad=True)\n"
@@ -158,8 +163,8 @@ def test_any_engine_module_imported_first_gives_working_operators(first):
 
 def test_ops_round_at_the_sites_nn_sites_names_forward_and_backward():
     import fpsim
-    from nn import sites
-    from nn.autograd import name_scope
+    from nn.engine import sites
+    from nn.engine.sites import name_scope
 
     def counted_sites(fmt_b: str) -> set[str]:
         a = nn.Tensor([1.1, 2.2], fmt="fp16", requires_grad=True)

@@ -129,7 +129,7 @@ def test_compare_statistics_prints_the_pixel_knob_the_accuracy_and_writes_the_pn
 
 
 def test_backward_sites_are_told_from_forward_ones_by_nn_sites_names():
-    from nn import sites
+    from nn.engine import sites
 
     backward = [sites.scoped(sites.scoped("bn1", sites.GRAD), "Mul"), sites.activation_grad("bn1"),
                 sites.weight_grad("conv1/kernel"), sites.variable_grad("conv1/kernel"),

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import nn
-from nn.progbar import format_per_step, format_value
+from nn.training.progress import format_per_step, format_value
 
 CE = nn.losses.SparseCategoricalCrossentropy
 

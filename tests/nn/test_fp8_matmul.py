@@ -68,13 +68,13 @@ def test_each_use_of_an_op_in_one_pass_is_its_own_tensor():
     recipe = DelayedScaling()
     t = nn.Tensor(np.ones((2, 2), np.float32))
     with nn.fp8_autocast(recipe):
-        with nn.autograd.name_scope("block"):
+        with nn.engine.autograd.name_scope("block"):
             (t @ t) @ t
         t @ t
     assert sorted(recipe.states) == ["MatMul/a", "MatMul/b", "block/MatMul/a", "block/MatMul/b",
                                      "block/MatMul_1/a", "block/MatMul_1/b"]
     with nn.fp8_autocast(recipe):  # a new pass: the same names again, one step further
-        with nn.autograd.name_scope("block"):
+        with nn.engine.autograd.name_scope("block"):
             (t @ t) @ t
     assert recipe.states["block/MatMul_1/a"].steps == 2 and recipe.states["MatMul/a"].steps == 1
 

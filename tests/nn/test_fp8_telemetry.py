@@ -62,7 +62,7 @@ def test_history_holds_one_summary_per_epoch_and_tensor_of_its_training_steps():
 
 
 def test_fp8_series_names_unknown_tensors_and_fields_and_gives_nan_where_absent():
-    h = nn.history.History()
+    h = nn.training.history.History()
     h.record_fp8({})
     h.record_fp8({"t": {"format": "float8_e4m3fn", "last_scale": 2.0}})
     np.testing.assert_array_equal(h.fp8_series("t", "last_scale"), [np.nan, 2.0])
@@ -70,7 +70,7 @@ def test_fp8_series_names_unknown_tensors_and_fields_and_gives_nan_where_absent(
         h.fp8_series("u")
     with pytest.raises(ValueError, match="field must be one of.*got 'scale'"):
         h.fp8_series("t", "scale")
-    assert nn.history.History().fp8_table().startswith("no fp8 telemetry")
+    assert nn.training.history.History().fp8_table().startswith("no fp8 telemetry")
 
 
 def test_fit_inside_fp8_autocast_updates_the_same_tensors_every_step_and_records_them():
@@ -98,7 +98,7 @@ def test_fp8_telemetry_plot_draws_each_tensors_series():
                                                                      "last_scale"))
     assert ax.get_yscale() == "log"
     with pytest.raises(ValueError, match="no fp8 telemetry"):
-        nn.plot.fp8_telemetry(nn.history.History())
+        nn.plot.fp8_telemetry(nn.training.history.History())
     plt.close("all")
 
 

@@ -162,7 +162,8 @@ def test_the_config_is_the_graph_and_names_only_registered_classes():
     assert config["inputs"] == [["features", 0]] and config["outputs"] == [["probs", 0]]
     for entry in config["layers"]:
         assert not entry["class_name"].startswith("_")
-        assert nn.registry.LAYERS.get_class(entry["class_name"]).__name__ == entry["class_name"]
+        cls = nn.engine.registry.LAYERS.get_class(entry["class_name"])
+        assert cls.__name__ == entry["class_name"]
 
 
 def test_save_and_load_round_trip_predicts_and_trains_on_bit_identically(tmp_path):

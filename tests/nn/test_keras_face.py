@@ -8,7 +8,8 @@ import pytest
 
 import fpsim
 import nn
-from nn import layers, mixed_precision
+from nn import layers
+from nn.precision import mixed_precision
 
 
 def test_mixed_precision_names_are_the_ones_in_their_home_modules():

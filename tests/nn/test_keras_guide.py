@@ -25,7 +25,8 @@ import pytest
 from sklearn.datasets import load_digits
 
 import nn
-from nn import layers, mixed_precision
+from nn import layers
+from nn.precision import mixed_precision
 
 BATCH = 128
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nn
-from nn.registry import METRICS
+from nn.engine.registry import METRICS
 
 RNG = np.random.default_rng(3)
 LOGITS = RNG.normal(size=(3, 8, 5)).astype(np.float32)  # three batches of 8 samples, 5 classes

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import nn
-from nn import layers, mixed_precision
+from nn import layers
 from nn.datasets import Dataset
+from nn.precision import mixed_precision
 
 CE = nn.losses.SparseCategoricalCrossentropy()
 

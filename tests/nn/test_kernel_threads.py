@@ -1,5 +1,5 @@
-"""nn's fused rounding kernels use fpsim's thread pool only for arrays of nn._kernels.PARALLEL_MIN
-elements or more, and give the same bits either way."""
+"""nn's fused rounding kernels use fpsim's thread pool only for arrays of
+nn.engine.kernels.PARALLEL_MIN elements or more, and give the same bits either way."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import fpsim
-from nn import _kernels
-from nn.rounding import round_params
+from nn.engine import kernels as _kernels
+from nn.engine.rounding import round_params
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from resume import assert_resume_is_bit_identical
 
 import nn
 from nn.fp8.scope import recipes_of
-from nn.training import iter_layers, telemetry_sites
+from nn.training.loop import iter_layers, telemetry_sites
 
 RNG = np.random.default_rng(11)
 X = RNG.normal(size=(40, 6)).astype(np.float32)

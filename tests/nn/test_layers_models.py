@@ -10,9 +10,10 @@ from layer_gradcheck import check_layer_gradients
 
 import fpsim
 import nn
-from nn import layers, sites
+from nn import layers
+from nn.engine import sites
 from nn.losses import sparse_categorical_crossentropy
-from nn.training import telemetry_sites
+from nn.training.loop import telemetry_sites
 
 NEW_LAYERS = ["Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "Conv2d", "Embedding",
               "GlobalAveragePooling2D", "LayerNorm", "LayerNormalization", "MaxPooling2D",

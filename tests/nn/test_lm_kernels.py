@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import fpsim
 import nn
-from nn import _kernels, rounding
+from nn.engine import kernels as _kernels
+from nn.engine import rounding
 from nn.functions import activations
 
 # (nn.functions.embedding is also the name of a function, so import the module by its path)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import fpsim
-from nn.grad_scaler import GradScaler
-from nn.loss_scale import DynamicLossScale, LossScaleOptimizer
+from nn.engine.tensor import Tensor, Variable
 from nn.optimizers import SGD, Adam
-from nn.tensor import Tensor, Variable
+from nn.precision.grad_scaler import GradScaler
+from nn.precision.loss_scale import DynamicLossScale, LossScaleOptimizer
 
 
 def make_var(values, fmt=fpsim.FP32, name="w"):

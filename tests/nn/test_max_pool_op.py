@@ -10,8 +10,9 @@ import pytest
 import fpsim
 import nn
 from nn import functions as F
-from nn import layers, rounding
-from nn.autograd import name_scope
+from nn import layers
+from nn.engine import rounding
+from nn.engine.autograd import name_scope
 from nn.functions.conv import patches
 from nn.functions.pooling import max_pool2d
 

@@ -1,4 +1,4 @@
-"""nn.memory: after ``import nn`` a training loop's large temporaries reuse freed memory
+"""nn.engine.memory: after ``import nn`` a training loop's large temporaries reuse freed memory
 instead of faulting fresh pages in every step (glibc only); NN_RETAIN_FREED_MEMORY=0 opts out."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nn import memory
+from nn.engine import memory
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 

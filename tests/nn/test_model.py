@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import nn
-from nn.history import EXPONENT_EDGES, exponent_counts
+from nn.training.history import EXPONENT_EDGES, exponent_counts
 
 CE = nn.losses.SparseCategoricalCrossentropy
 

@@ -10,7 +10,7 @@ import pytest
 import nn
 from nn import layers
 from nn.losses import SparseCategoricalCrossentropy
-from nn.summary import summary_text
+from nn.models.summary import summary_text
 
 
 def _tiny_lm() -> nn.Sequential:

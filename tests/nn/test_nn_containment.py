@@ -7,7 +7,7 @@ import pytest
 
 import fpsim
 import nn
-from nn.policy import contains, promote
+from nn.engine.formats import contains, promote
 
 FTZ16 = fpsim.FP16.replace(name="fp16_ftz", subnormals=False)
 FORMATS = [*fpsim.CATALOG, FTZ16, fpsim.E5M2.replace(name="e5m2_ftz", subnormals=False)]

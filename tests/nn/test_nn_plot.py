@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import nn.plot  # noqa: E402
-from nn.history import History  # noqa: E402
+from nn.training.history import History  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

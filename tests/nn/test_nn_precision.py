@@ -213,7 +213,7 @@ def test_fused_kernels_equal_the_numpy_and_fpsim_round_path(policy):
     upstream = rng.standard_normal((9, 5)).astype(np.float32)
     results = []
     for kernels in (True, False):
-        nn.rounding.KERNELS_ENABLED = kernels
+        nn.engine.rounding.KERNELS_ENABLED = kernels
         with nn.policy_scope(policy):
             model = nn.Sequential([nn.Dense(8, activation="relu", seed=1), nn.Dense(5, seed=2)])
             out = model(x)

@@ -9,7 +9,7 @@ import pytest
 import fpsim
 import nn
 from fpsim import BF16, FP16, FP32
-from nn.rounding import round_array
+from nn.engine.rounding import round_array
 
 
 def test_repr_shows_the_format():

@@ -12,9 +12,9 @@ import pytest
 
 import nn
 import nn.functions
-from nn import checks, sites
+from nn.engine import checks, sites
 
-AUTOCAST = importlib.import_module("nn.autocast")  # (nn.autocast the name is the context manager)
+AUTOCAST = importlib.import_module("nn.precision.autocast")
 
 ROOT = Path(nn.__file__).parent
 SOURCES = {p: ast.parse(p.read_text()) for p in sorted(ROOT.rglob("*.py"))}
@@ -42,9 +42,9 @@ def _defs(name: str) -> list[Path]:
 def test_the_name_scope_lives_in_sites_and_nowhere_else():
     made = [(p.relative_to(ROOT).as_posix(), c) for p, c in _calls("ContextVar")
             if c.args and isinstance(c.args[0], ast.Constant) and "name_scope" in c.args[0].value]
-    assert [p for p, _ in made] == ["sites.py"]
-    assert _defs("name_scope") == [ROOT / "sites.py"] == _defs("current_scope")
-    assert nn.autograd.name_scope is sites.name_scope  # re-exported, not restated
+    assert [p for p, _ in made] == ["engine/sites.py"]
+    assert _defs("name_scope") == [ROOT / "engine/sites.py"] == _defs("current_scope")
+    assert nn.engine.autograd.name_scope is sites.name_scope  # re-exported, not restated
 
 
 def test_every_tensor_operator_is_registered_exactly_once():
@@ -61,11 +61,11 @@ def test_argument_checks_are_defined_in_checks_only():
     for name in ("check_number", "check_seed", "_positive_float32", "_factor"):
         assert _defs(name) == [], name
     for name in ("count", "number", "seed", "positive_float32", "factor", "loss_scale", "device"):
-        assert _defs(name) == [ROOT / "checks.py"], name
+        assert _defs(name) == [ROOT / "engine/checks.py"], name
 
 
 def test_the_checkpoint_touches_no_private_field_of_a_model_or_optimizer():
-    tree = SOURCES[ROOT / "checkpoint.py"]
+    tree = SOURCES[ROOT / "saving/checkpoint.py"]
     private = sorted({f"{node.value.id}.{node.attr}" for node in ast.walk(tree)
                       if isinstance(node, ast.Attribute) and node.attr.startswith("_")
                       and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
@@ -78,7 +78,7 @@ OURS = [p for p in SOURCES if not p.relative_to(ROOT).as_posix().startswith(
 
 
 @pytest.mark.parametrize("literal,home", [
-    (2.0**15, "loss_scale.py"),  # Keras's initial loss scale
+    (2.0**15, "precision/loss_scale.py"),  # Keras's initial loss scale
 ])
 def test_a_default_is_written_once(literal, home):
     places = sorted({p.relative_to(ROOT).as_posix() for p, tree in SOURCES.items() if p in OURS
@@ -124,7 +124,7 @@ def test_the_growth_intervals_are_written_once_per_face():
                     for node in ast.walk(tree)
                     if isinstance(node, ast.Constant) and type(node.value) is int
                     and node.value == 2000)
-    assert places == ["grad_scaler.py", "loss_scale.py"]
+    assert places == ["precision/grad_scaler.py", "precision/loss_scale.py"]
 
 
 def _op_wrappers() -> list[str]:
@@ -174,12 +174,12 @@ def test_the_loss_scale_checker_is_the_one_the_faces_call():
     users = sorted({p.relative_to(ROOT).as_posix() for p, c in _calls("loss_scale")
                     if isinstance(c.func, ast.Attribute) and getattr(c.func.value, "id", "") ==
                     "checks" or (isinstance(c.func, ast.Name) and p.name == "loss_scale.py")})
-    assert "model.py" in users and "loss_scale.py" in users
+    assert "models/model.py" in users and "precision/loss_scale.py" in users
     assert checks.loss_scale("x", 1.0) == 1.0
 
 
 def test_the_keras_policy_forms_are_one_tuple_that_the_table_and_the_error_spell():
-    policy = importlib.import_module("nn.policy")
+    policy = importlib.import_module("nn.precision.policy")
     with pytest.raises(ValueError) as err:
         nn.Policy("no_such_policy")
     for form in policy.KERAS_FORMS:

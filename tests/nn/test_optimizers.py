@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import fpsim
+from nn.engine.tensor import Tensor, Variable
 from nn.optimizers import SGD, Adam, Optimizer, RMSprop, get
-from nn.tensor import Tensor, Variable
 
 
 def make_var(values, fmt=fpsim.FP32, name="w"):

@@ -12,7 +12,7 @@ import pytest
 from resume import assert_resume_is_bit_identical
 
 import nn
-from nn.registry import ACTIVATIONS, LAYERS, LOSSES, METRICS, OPTIMIZERS, Registry
+from nn.engine.registry import ACTIVATIONS, LAYERS, LOSSES, METRICS, OPTIMIZERS, Registry
 
 CE = nn.losses.SparseCategoricalCrossentropy
 
@@ -84,7 +84,7 @@ def test_the_registries_hold_every_public_class_of_their_kind():
                    if isinstance(c, type) and issubclass(c, nn.optimizers.Optimizer)
                    and c is not nn.optimizers.Optimizer}
     assert opt_classes == set(OPTIMIZERS.classes())
-    loss_classes = {c.__name__ for m in (nn.losses, nn.model) for c in vars(m).values()
+    loss_classes = {c.__name__ for m in (nn.losses, nn.models.model) for c in vars(m).values()
                     if isinstance(c, type) and issubclass(c, nn.losses.Loss)
                     and c is not nn.losses.Loss}
     assert loss_classes == set(LOSSES.classes())

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import fpsim
-from nn import _kernels
-from nn.rounding import round_params
+from nn.engine import kernels as _kernels
+from nn.engine.rounding import round_params
 
 
 @pytest.mark.parametrize("fmt", [fpsim.FP16, fpsim.BF16, fpsim.E4M3FN])

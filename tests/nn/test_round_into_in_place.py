@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 import fpsim
-from nn import _kernels
-from nn.rounding import round_array, round_params
+from nn.engine import kernels as _kernels
+from nn.engine.rounding import round_array, round_params
 
 
 def _x() -> np.ndarray:

@@ -192,7 +192,7 @@ FIXED_SCALES = [(2.0**-126, True), (1.0, True), (2.0**15, True), (2.0**100, True
 
 @pytest.mark.parametrize("value,valid", FIXED_SCALES)
 def test_a_fixed_loss_scale_has_one_rule_in_fit_the_optimizer_and_the_command_line(value, valid):
-    """nn.checks.loss_scale: a normal float32 from 2^-126 to float32's max; each face's error
+    """nn.engine.checks.loss_scale: a normal float32 from 2^-126 to float32's max; each face's error
     names the argument its caller wrote."""
     from nn.cli import parse_loss_scale
 

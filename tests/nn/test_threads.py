@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import nn
-from nn.autograd import current_scope, name_scope
+from nn.engine.autograd import current_scope, name_scope
 
 REPEATS = 4  # the old shared-stack bug failed about every other run; bounded, each run < 1 s
 

@@ -23,9 +23,9 @@ import numpy as np
 import fpsim
 import nn
 from fpsim.testing import FINITE, INF, NAN
-from nn.grad_scaler import GradScaler
-from nn.loss_scale import DynamicLossScale, LossScaleOptimizer
-from nn.tensor import Tensor, Variable
+from nn.engine.tensor import Tensor, Variable
+from nn.precision.grad_scaler import GradScaler
+from nn.precision.loss_scale import DynamicLossScale, LossScaleOptimizer
 
 F32_MAX_EXP = 127  # 2**127 is float32's largest power of two
 F32_MIN_EXP = -149  # 2**-149 its smallest subnormal

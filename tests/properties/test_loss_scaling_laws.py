@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 import fpsim
 import nn
 from fpsim.testing import INF, NAN, gradient_arrays
-from nn.grad_scaler import GradScaler
-from nn.loss_scale import LossScaleOptimizer
+from nn.engine.tensor import Tensor, Variable
 from nn.losses import mean_squared_error
-from nn.tensor import Tensor, Variable
+from nn.precision.grad_scaler import GradScaler
+from nn.precision.loss_scale import LossScaleOptimizer
 
 from ._law import broke
 from ._scalers import make_optimizer

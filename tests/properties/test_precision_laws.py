@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import fpsim
 from fpsim import BF16, FP16, FP32
 from fpsim.testing import gradient_arrays, values_of
+from nn.engine.tensor import Variable
 from nn.optimizers import SGD
-from nn.tensor import Variable
 
 from ._law import broke
 

@@ -15,25 +15,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpsim import FP32, Format
-from nn import sites
-from nn.dtypes import DType
-from nn.policy import (
+from nn.engine import sites
+from nn.engine.dtypes import DType
+from nn.engine.formats import (
     FormatLike,
     carrier_dtype,
     default_tensor_format,
+    default_variable_format,
     format_name,
-    global_policy,
     resolve_format,
 )
-from nn.rounding import round_array
+from nn.engine.rounding import round_array
 
 if TYPE_CHECKING:
-    from nn.autograd import Context, Function
+    from nn.engine.autograd import Context, Function
 
 # --- the ops behind Tensor's operators --------------------------------------------------------
-# The ops are built on Tensor, so Tensor cannot import them: nn.functions (and, for
-# ``backward``, the engine nn.autograd) register them here when imported, which keeps the
-# imports one-way (policy, rounding -> tensor -> autograd -> functions). ``import nn`` loads both.
+# The ops are built on Tensor, so Tensor cannot import them: nn.functions registers them (and
+# ``backward``) here when imported, which keeps the imports one-way (formats, rounding ->
+# tensor -> autograd -> functions). ``import nn`` loads them.
 
 OPERATORS = frozenset({
     "add", "sub", "mul", "div", "neg", "pow", "matmul", "getitem", "sum", "mean", "max",
@@ -139,7 +139,7 @@ class Tensor:
     @property
     def dtype(self) -> DType:
         """The emulated format, as a dtype: ``x.dtype.name == "float16"``, ``x.dtype == "fp16"``
-        (see ``nn.dtypes.DType``). A Variable reports its variable format (float32 master
+        (see ``nn.engine.dtypes.DType``). A Variable reports its variable format (float32 master
         weights under the mixed policies, as in Keras). The numpy array's own dtype is
         ``carrier_dtype``."""
         return DType.of(self.fmt)
@@ -195,7 +195,7 @@ class Tensor:
 
     # --- autograd -------------------------------------------------------------------------------
     def backward(self, grad: Any = None) -> None:
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see nn.autograd.backward)."""
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (nn.engine.autograd.backward)."""
         _op("backward")(self, grad)
 
     def detach(self) -> Tensor:
@@ -313,7 +313,7 @@ class Variable(Tensor):
         trainable: bool = True,
     ) -> None:
         if _is_auto(fmt):
-            fmt = global_policy().variable_format
+            fmt = default_variable_format()
         super().__init__(data, fmt=fmt, requires_grad=trainable, name=name)
         self.trainable = bool(trainable)
         self.grad_site = sites.variable_grad(name) if name else None

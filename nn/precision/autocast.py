@@ -39,8 +39,8 @@ import contextvars
 from typing import Any
 
 from fpsim import Format
-from nn.checks import device
-from nn.policy import resolve_format
+from nn.engine.checks import device
+from nn.engine.formats import resolve_format
 
 _ACTIVE: contextvars.ContextVar[Format | None] = contextvars.ContextVar(
     "nn_autocast", default=None)
@@ -69,7 +69,7 @@ def cast_policy(op: str, device_type: str = "cpu") -> str:
     try:
         return CAST_POLICY[device_type][op]
     except KeyError:
-        raise KeyError(f"nn.autocast.CAST_POLICY has no entry for op {op!r} on device "
+        raise KeyError(f"nn.precision.autocast.CAST_POLICY has no entry for op {op!r} on device "
                        f"{device_type!r}; add one") from None
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from nn import functions as F
-from nn.policy import at_least_fp32
-from nn.tensor import Tensor
+from nn.engine.formats import at_least_fp32
+from nn.engine.tensor import Tensor
 
 REDUCTIONS = ("mean", "sum", "none")
 

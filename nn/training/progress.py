@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import TextIO
 
-from nn.checks import count
+from nn.engine.checks import count
 
 WIDTH = 30
 VERBOSE_LEVELS = (0, 1, 2)

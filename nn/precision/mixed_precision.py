@@ -7,14 +7,15 @@
 ('float16', 'float32')
 >>> mixed_precision.set_global_policy("float32")
 
-Every name is a re-export of its one home (``nn.policy``, ``nn.loss_scale``); Keras 3's
-spellings (``DTypePolicy``, ``dtype_policy``, ``set_dtype_policy``) are aliases of tf.keras's.
+Every name is a re-export of its one home (``nn.precision.policy``,
+``nn.precision.loss_scale``); Keras 3's spellings (``DTypePolicy``, ``dtype_policy``,
+``set_dtype_policy``) are aliases of tf.keras's.
 """
 
 from __future__ import annotations
 
-from nn.loss_scale import LossScaleOptimizer
-from nn.policy import Policy, global_policy, policy_scope, set_global_policy
+from nn.precision.loss_scale import LossScaleOptimizer
+from nn.precision.policy import Policy, global_policy, policy_scope, set_global_policy
 
 DTypePolicy = Policy
 dtype_policy = global_policy

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from fpsim import Format
-from nn.policy import carrier_dtype, format_name, resolve_format
+from nn.engine.formats import carrier_dtype, format_name, resolve_format
 
 _CACHE: dict[Format | None, DType] = {}
 

@@ -7,16 +7,17 @@ holds are found by the layer tree (``nn.layers.module``); ``class Net(nn.Layer, 
 means the same. ``nn.Model(inputs=..., outputs=...)`` makes a functional model
 (``nn.layers.functional.Functional``), as ``keras.Model`` does.
 
-The loop itself and its numerics are in ``nn.training``; the progress lines in ``nn.progbar``.
+The loop itself and its numerics are in ``nn.training.loop``; the progress lines in
+``nn.training.progress``.
 
 Loss scaling, as Keras: ``compile`` under a "mixed_float16" policy wraps the optimizer in a
-dynamic ``nn.LossScaleOptimizer`` with Keras's defaults (``nn.loss_scale.KERAS_INITIAL_SCALE``
-and ``KERAS_GROWTH_STEPS``), so
+dynamic ``nn.LossScaleOptimizer`` with Keras's defaults
+(``nn.precision.loss_scale.KERAS_INITIAL_SCALE`` and ``KERAS_GROWTH_STEPS``), so
 ``model.optimizer`` is the LossScaleOptimizer and ``model.optimizer.inner_optimizer`` the one
 given; under other policies ``model.optimizer`` is the optimizer given. A LossScaleOptimizer
 passed to ``compile`` is used as it is. ``fit(loss_scale=...)`` changes the scaling for that
 call and the later ones (``model.optimizer`` shows the result): ``"dynamic"``, a number (a
-fixed scale, ``nn.checks.loss_scale``'s rule) or ``"none"`` (no scaling); None keeps what
+fixed scale, ``nn.engine.checks.loss_scale``'s rule) or ``"none"`` (no scaling); None keeps what
 ``compile`` set up.
 """
 
@@ -30,21 +31,21 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn import checks
 from nn import losses as nn_losses
 from nn import metrics as nn_metrics
 from nn import optimizers as nn_optimizers
-from nn.autograd import no_grad
-from nn.checks import count
+from nn.engine import checks
+from nn.engine.autograd import no_grad
+from nn.engine.checks import count
+from nn.engine.registry import LOSSES
+from nn.engine.tensor import Tensor
 from nn.fp8.scope import epoch_telemetry as fp8_epoch_telemetry
-from nn.history import History
 from nn.layers.base import Layer
-from nn.loss_scale import LossScaleOptimizer
-from nn.progbar import Progbar, check_verbose
-from nn.registry import LOSSES
-from nn.summary import summary_text
-from nn.tensor import Tensor
-from nn.training import (
+from nn.models.summary import summary_text
+from nn.precision.loss_scale import LossScaleOptimizer
+from nn.saving.checkpoint import save_model
+from nn.training.history import History
+from nn.training.loop import (
     DEFAULT_BATCH_SIZE,
     Batches,
     batch_source,
@@ -56,6 +57,7 @@ from nn.training import (
     train_epoch,
     train_note,
 )
+from nn.training.progress import Progbar, check_verbose
 
 LossScaleArg = float | int | str | None
 
@@ -108,12 +110,14 @@ class Model(Layer):
     >>> history = model.fit(x, y, epochs=5, validation_split=0.1)  # doctest: +SKIP
     """
 
+    functional: type[Model] | None = None
+    """What ``nn.Model(inputs=..., outputs=...)`` makes: ``nn.layers.functional.Functional``,
+    which registers itself here (it is a Model: this module cannot import it)."""
+
     def __new__(cls, *args: Any, **kwargs: Any) -> Model:
         """``nn.Model(inputs=..., outputs=..., name=...)`` is a functional model (Keras)."""
-        if cls is Model and (args or kwargs):
-            from nn.layers.functional import Functional
-
-            return object.__new__(Functional)  # Python then runs Functional.__init__
+        if cls is Model and (args or kwargs) and Model.functional is not None:
+            return object.__new__(Model.functional)  # Python then runs its __init__
         return object.__new__(cls)
 
     # --- building ---------------------------------------------------------------------------
@@ -413,7 +417,5 @@ class Model(Layer):
     # --- checkpoints ------------------------------------------------------------------------
     def save(self, path: Any) -> None:
         """Write one .npz checkpoint (weights, optimizer slots, loss-scale state and a JSON
-        config); ``nn.load_model(path)`` restores it. See ``nn.checkpoint``."""
-        from nn.checkpoint import save_model
-
+        config); ``nn.load_model(path)`` restores it. See ``nn.saving.checkpoint``."""
         save_model(self, path)

@@ -1,4 +1,4 @@
-"""PyTorch's face of dynamic loss scaling: ``GradScaler`` over ``nn.loss_scale``'s
+"""PyTorch's face of dynamic loss scaling: ``GradScaler`` over ``nn.precision.loss_scale``'s
 ``DynamicLossScale`` (the tf.keras face, ``LossScaleOptimizer``, lives there too)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn.checks import count, factor, positive_float32
-from nn.checks import device as _check_device
-from nn.loss_scale import DynamicLossScale, _scale_value
+from nn.engine.checks import count, factor, positive_float32
+from nn.engine.checks import device as _check_device
 from nn.optimizers import Optimizer, _name_of, _needs_rounding
+from nn.precision.loss_scale import DynamicLossScale, _scale_value
 
 
 class _Stage(enum.Enum):

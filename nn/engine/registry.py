@@ -119,7 +119,7 @@ class Registry:
         if not self.is_registered(obj):
             raise ValueError(
                 f"{type(obj).__name__} is not a registered {self.kind}, so it cannot be saved; "
-                f"decorate the class with @nn.registry.{self.kind.upper()}S.register")
+                f"decorate the class with @nn.engine.registry.{self.kind.upper()}S.register")
         return {"class_name": type(obj).__name__, "config": obj.get_config()}
 
     def deserialize(self, config: Any) -> Any:

@@ -18,8 +18,8 @@ from fpsim import FP32, Format
 from fpsim._kernels import NearestEvenF32
 from fpsim.monitor import is_active as _monitor_is_active
 from fpsim.quantize import nearest_even_f32_constants
-from nn import _kernels
-from nn.policy import contains
+from nn.engine import kernels as _kernels
+from nn.engine.formats import contains
 
 KERNELS_ENABLED = True  # tests flip this to check the numba paths against numpy + fpsim.round
 

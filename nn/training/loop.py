@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn import sites
-from nn.checks import count
 from nn.datasets.dataset import DEFAULT_BATCH_SIZE
-from nn.history import History
-from nn.loss_scale import LossScaleOptimizer
-from nn.progbar import Progbar
-from nn.tensor import Tensor
+from nn.engine import sites
+from nn.engine.checks import count
+from nn.engine.random import global_seed
+from nn.engine.tensor import Tensor
+from nn.precision.loss_scale import LossScaleOptimizer
+from nn.training.history import History
+from nn.training.progress import Progbar
 
 
 def walk_layers(layer: Any) -> Iterator[Any]:
@@ -369,6 +370,5 @@ def shuffle_seed(seed: Any) -> int:
     generator's entropy, random per process if it was never set)."""
     if seed is not None:
         return count("seed", seed)
-    from nn.layers.initializers import global_seed  # nn.layers imports this module
 
     return global_seed()

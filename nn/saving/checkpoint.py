@@ -18,7 +18,7 @@ The file is an uncompressed numpy ``.npz`` (a zip whose members carry CRC-32 che
 - ``slot_<i>_<name>``: the optimizer's slots, per variable in the optimizer's order.
 
 Nothing here names a concrete layer, optimizer, loss or metric: classes come from
-``nn.registry``, so a new registered class saves and loads with no edit to this file.
+``nn.engine.registry``, so a new registered class saves and loads with no edit to this file.
 
 Resuming is bit-identical: weights, slots, ``iterations`` (Adam's bias correction), the loss
 scale and its growth counter, every Dropout's generator, every fp8 recipe's amax histories and
@@ -49,15 +49,14 @@ from typing import Any
 
 import numpy as np
 
-from nn.checks import count
+from nn.engine.checks import count
+from nn.engine.formats import format_name
+from nn.engine.random import restoring
+from nn.engine.registry import LAYERS, LOSSES, METRICS, OPTIMIZERS
 from nn.fp8.persist import fp8_entries, restore_fp8, stateful_layers
-from nn.layers import Layer
-from nn.layers.initializers import restoring
-from nn.loss_scale import LossScaleOptimizer
-from nn.model import Model
-from nn.policy import format_name
-from nn.registry import LAYERS, LOSSES, METRICS, OPTIMIZERS
-from nn.training import iter_layers
+from nn.layers.base import Layer
+from nn.precision.loss_scale import LossScaleOptimizer
+from nn.training.loop import iter_layers
 
 FORMAT = "fpsim.nn.checkpoint"
 VERSION = 4
@@ -89,11 +88,17 @@ def _serialize(registry: Any, obj: Any, what: str) -> dict[str, Any]:
     return out
 
 
-def save_model(model: Model, path: str | os.PathLike) -> None:
+def _is_model(obj: object) -> bool:
+    """A Layer with Keras's training API (an ``nn.Model``, read through its public API: this
+    module sits below ``nn.models``, whose ``Model.save`` calls it)."""
+    return isinstance(obj, Layer) and callable(getattr(obj, "compile", None))
+
+
+def save_model(model: Any, path: str | os.PathLike) -> None:
     """Write ``model`` to ``path`` (exactly that name; written to a temporary file first and
     renamed, so an interrupted save never leaves a half-written checkpoint). The file gets the
     permissions of a new file under the user's umask, as ``np.save`` gives."""
-    if not (isinstance(model, Model) and isinstance(model, Layer)):
+    if not _is_model(model):
         raise TypeError(f"save() supports nn models built from layers (e.g. nn.Sequential), "
                         f"got {type(model).__name__}")
     if not all(layer.built or type(layer).build is Layer.build for layer in iter_layers(model)):
@@ -166,7 +171,7 @@ class _Bad(ValueError):
 
 
 def _count(field: str, value: Any) -> int:
-    """``value`` if it is an integer >= 0 (nn.checks.count), else _Bad naming the field."""
+    """``value`` if it is an integer >= 0 (nn.engine.checks.count), else _Bad naming the field."""
     try:
         return count(field, value)
     except ValueError as e:
@@ -271,9 +276,9 @@ def _build(config: dict[str, Any]) -> Any:
     return model
 
 
-def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
+def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
     model = _build(config)
-    if not isinstance(model, Model):
+    if not _is_model(model):
         raise _Bad(f"the architecture is a {type(model).__name__}, not a model")
     by_path = config["version"] >= 4
     keyed = list(model.named_variables(require_built=False))
@@ -336,7 +341,7 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Model:
     return model
 
 
-def _restore_fp8(model: Model, layers: dict[str, Any], entries: Any) -> None:
+def _restore_fp8(model: Any, layers: dict[str, Any], entries: Any) -> None:
     if entries is None:  # a version 1 or 2 file
         lost = stateful_layers(model)
         if lost:
@@ -351,7 +356,7 @@ def _restore_fp8(model: Model, layers: dict[str, Any], entries: Any) -> None:
         raise _Bad(str(e)) from None
 
 
-def load_model(path: str | os.PathLike) -> Model:
+def load_model(path: str | os.PathLike) -> Any:
     """The model saved at ``path``: architecture, weights, layer states, and (if it was
     compiled) the loss, metrics, optimizer with its slots and counters, and the loss-scale state.
 

@@ -11,7 +11,7 @@ Precision rules (docs/semantics.md), enforced here (the rounding itself is nn.ro
   may do that same single rounding itself, in place, at the same site: ``Linear``'s matmuls);
 - gradients of broadcast inputs are summed (in fp32) back to the input's shape first.
 
-Grad mode (``no_grad``) and the name scope (``nn.sites.name_scope``) are per thread (and per
+Grad mode (``no_grad``) and the name scope (``nn.engine.sites.name_scope``) are per thread (and per
 asyncio task): each lives in a ``contextvars.ContextVar``, so two threads training at once never
 see each other's state.
 
@@ -28,11 +28,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fpsim import Format
-from nn import sites
-from nn.policy import promote
-from nn.rounding import fit_array, round_array
-from nn.sites import current_scope, name_scope
-from nn.tensor import Tensor
+from nn.engine import sites
+from nn.engine.formats import promote
+from nn.engine.rounding import fit_array, round_array
+from nn.engine.sites import current_scope, name_scope
+from nn.engine.tensor import Tensor
 
 # --- grad mode (per thread / task); the name scope is nn.sites' ----------------------------
 

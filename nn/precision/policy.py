@@ -1,4 +1,4 @@
-"""Dtype policies (Keras names) and the small format algebra nn's ops rely on.
+"""Dtype policies (Keras names); the format algebra they use is ``nn.engine.formats``.
 
 A policy says in which format a layer computes and in which format it keeps its variables:
 
@@ -35,85 +35,22 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 import fpsim
 from fpsim import FP32, Format
-from fpsim._names import suggest
-
-# ``None`` as a format means "float64 carrier, never rounded".
-FormatLike = Format | str | None
-
-_FLOAT64_NAMES = ("float64", "fp64", "f64", "double")
-
-
-def resolve_format(fmt: FormatLike, what: str = "fmt") -> Format | None:
-    """A Format (or None for the float64 carrier) from a Format, a name/alias, or None.
-
-    >>> resolve_format("fp16").name, resolve_format("float64")
-    ('float16', None)
-
-    Anything else raises ValueError naming the argument ``what``, the value, the closest names
-    and every allowed one.
-    """
-    if fmt is None or isinstance(fmt, Format):
-        return fmt
-    if isinstance(fmt, str) and fmt.strip().lower() in _FLOAT64_NAMES:
-        return None
-    try:
-        return fpsim.get_format(fmt)
-    except (ValueError, TypeError):
-        names = [*fpsim.known_names(), "float64"]
-        raise ValueError(
-            f"{what}={fmt!r} is not a format{did_you_mean(fmt, names)}; pass a Format or one "
-            f"of: {', '.join(names)}"
-        ) from None
-
-
-def did_you_mean(value: object, names: list[str]) -> str:
-    """``" (did you mean 'fp16'?)"`` with the closest of ``names`` to ``value``, or ""."""
-    hint = suggest(value, names)
-    return f" ({hint})" if hint else ""
-
-
-def format_name(fmt: Format | None) -> str:
-    """The display name of a format; "float64" for the float64 carrier."""
-    return "float64" if fmt is None else fmt.name
-
-
-def carrier_dtype(fmt: Format | None) -> np.dtype:
-    """The numpy dtype that carries values of ``fmt``: float64 for None, float32 otherwise."""
-    return np.dtype(np.float64) if fmt is None else np.dtype(np.float32)
-
-
-def contains(wide: Format | None, narrow: Format | None) -> bool:
-    """True if every value of ``narrow`` is a value of ``wide`` (so widening is exact):
-    ``Format.contains``, with None standing for the float64 carrier (which holds every format).
-    """
-    if wide is None or wide is narrow:  # identity first: ops ask this a lot
-        return True
-    if narrow is None:
-        return False  # float64 values need rounding into any format
-    return wide.contains(narrow)
-
-
-def promote(a: Format | None, b: Format | None) -> Format | None:
-    """nn's promotion policy over ``contains``: the format of an op on operands in ``a`` and
-    ``b`` is the one containing the other, else FP32 (where fpsim's arrays raise instead).
-
-    >>> promote(fpsim.FP16, fpsim.FP32).name, promote(fpsim.FP16, fpsim.BF16).name
-    ('float32', 'float32')
-    """
-    if contains(a, b):
-        return a
-    if contains(b, a):
-        return b
-    return FP32
-
-
-def at_least_fp32(fmt: Format | None) -> Format | None:
-    """The format fp32-only work (softmax, reductions, losses) runs in: FP32, or None (float64)."""
-    return None if fmt is None else FP32
+from nn.engine.formats import (  # noqa: F401 (the format algebra, re-exported from its home)
+    _FLOAT64_NAMES,
+    FormatLike,
+    at_least_fp32,
+    carrier_dtype,
+    contains,
+    default_tensor_format,
+    did_you_mean,
+    format_name,
+    promote,
+    resolve_format,
+    set_default_format_sources,
+)
+from nn.fp8.recipes import POLICY_RECIPES, recipe_for_policy
 
 
 class Policy:
@@ -142,7 +79,6 @@ class Policy:
         key = name.strip().lower()
         self._name = key
         self._compute, self._variable = _parse(key)
-        from nn.fp8.recipes import recipe_for_policy  # (nn.fp8 reads nothing of this module)
 
         self._recipe = recipe_for_policy(key)
         if self._recipe is not None:
@@ -215,7 +151,6 @@ format names and ``nn.fp8.POLICY_RECIPES``)."""
 def _parse(key: str) -> tuple[Format | None, Format | None]:
     if key in _FLOAT64_NAMES:
         return None, None
-    from nn.fp8.recipes import POLICY_RECIPES
 
     if key in POLICY_RECIPES:
         return None, None  # (the recipe sets both)
@@ -287,6 +222,9 @@ def policy_scope(policy: Policy | str) -> Iterator[Policy]:
         _SCOPED.reset(token)
 
 
-def default_tensor_format() -> Format | None:
+def _policy_tensor_format() -> Format | None:
     """The format of a Tensor made without ``fmt=``: FP32, or float64 under the float64 policy."""
     return None if global_policy().compute_format is None else FP32
+
+
+set_default_format_sources(_policy_tensor_format, lambda: global_policy().variable_format)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from nn.autograd import no_grad
-from nn.policy import default_tensor_format, format_name
+from nn.engine.autograd import no_grad
+from nn.engine.formats import default_tensor_format, format_name
+from nn.layers.symbolic import SymbolicTensor
 
 
 def _traced_shapes(layers: list[Any]) -> list[str] | None:
-    from nn.layers.symbolic import SymbolicTensor  # nn.layers imports nn.model, which imports us
 
     first = layers[0] if layers else None
     shape = getattr(first, "_build_input_shape", None)

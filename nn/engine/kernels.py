@@ -1,6 +1,6 @@
 """numba kernels for nn's hot elementwise paths, each fused with the rounding to a format.
 
-Kernels only: no validation, no API logic (nn.rounding.round_params packs the format, and the
+Kernels only: no validation, no API logic (nn.engine.rounding.round_params packs the format, and the
 ops in nn.functions decide when a kernel applies). The rounding is fpsim's float32
 nearest-even kernel (``fpsim.kernels.fast_f32.round_nearest_even_f32_value``), inlined here so
 that bias, activation and rounding happen in one pass. No ``fastmath`` anywhere: the rounding

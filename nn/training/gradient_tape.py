@@ -33,9 +33,9 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from nn.autocast import disabled as autocast_disabled
-from nn.autograd import gradients, no_grad
-from nn.tensor import Tensor
+from nn.engine.autograd import gradients, no_grad
+from nn.engine.tensor import Tensor
+from nn.precision.autocast import disabled as autocast_disabled
 
 
 class GradientTape:

@@ -7,8 +7,8 @@ lifting small gradients into fp16's range; the weight update divides by S again.
 - ``DynamicLossScale``: the shared rule (grow after N finite steps, back off on inf/NaN).
 - ``LossScaleOptimizer``: tf.keras's face (``get_scaled_loss``, ``get_unscaled_gradients``,
   ``apply_gradients``), used by ``Model.fit``.
-- ``GradScaler`` (in ``nn.grad_scaler``): PyTorch's face (``scale``, ``unscale_``, ``step``,
-  ``update``).
+- ``GradScaler`` (in ``nn.precision.grad_scaler``): PyTorch's face (``scale``, ``unscale_``,
+  ``step``, ``update``).
 
 Both keep the scale in float32, as their frameworks do.
 """
@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn.checks import count, factor, loss_scale, positive_float32
+from nn.engine.checks import count, factor, loss_scale, positive_float32
+from nn.engine.registry import OPTIMIZERS
+from nn.engine.tensor import Tensor
 from nn.optimizers import Optimizer, _needs_rounding, gradient_array
-from nn.registry import OPTIMIZERS
 
 KERAS_INITIAL_SCALE = 2.0**15  # Keras's LossScaleOptimizer defaults (theirs)
 KERAS_GROWTH_STEPS = 2000
@@ -169,8 +170,6 @@ def _like(g: Any, data: np.ndarray, fmt: Any) -> Any:
     """A gradient of the same kind as g holding ``data``."""
     if isinstance(g, np.ndarray) or not hasattr(g, "data"):
         return data
-    from nn.tensor import Tensor  # the autograd layer; imported late to keep this module light
-
     return Tensor(data, fmt=fmt)
 
 
@@ -320,7 +319,7 @@ class LossScaleOptimizer:
     # ---- config and checkpoints --------------------------------------------------------------
     def get_config(self) -> dict[str, Any]:
         """The constructor arguments; the inner optimizer serialized through the optimizer
-        registry (``nn.registry.OPTIMIZERS``)."""
+        registry (``nn.engine.registry.OPTIMIZERS``)."""
         return {"inner_optimizer": OPTIMIZERS.serialize(self.inner_optimizer),
                 "initial_scale": self.initial_scale,
                 "dynamic_growth_steps": self.dynamic_growth_steps, "dynamic": self.dynamic}

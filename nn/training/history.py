@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from nn.fp8.state import SUMMARY_FIELDS
+
 EVENTS = ("underflow", "subnormal", "overflow")
 KINDS = ("activation", "weight")
 EXP_MIN = -149  # floor(log2) of float32's smallest subnormal, 2**-149
@@ -184,7 +186,6 @@ class History:
     def fp8_series(self, tensor: str, field: str = "max_saturated_share") -> np.ndarray:
         """One value of ``field`` per epoch for ``tensor`` (NaN where it was not quantized).
         An unknown tensor or field raises KeyError or ValueError listing the known ones."""
-        from nn.fp8.state import SUMMARY_FIELDS
 
         if field not in SUMMARY_FIELDS or field == "format":
             raise ValueError(f"field must be one of {SUMMARY_FIELDS[1:]}, got {field!r}")

@@ -1,0 +1,3 @@
+"""Framework names over nn's machinery that have no other home: PyTorch's loss modules
+(``torch_losses``). Keras's and PyTorch's other names live with what they name (layers,
+optimizers, ``nn.precision``) and are gathered in ``nn/__init__.py``."""

@@ -1,0 +1,1 @@
+"""Saving: ``model.save(path)`` and ``nn.load_model(path)``, one .npz checkpoint."""

@@ -1,0 +1,2 @@
+"""Training: the fit loop and its data handling (``loop``), ``History``, the progress bar
+(``progress``) and ``GradientTape``."""
