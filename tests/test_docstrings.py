@@ -1,7 +1,8 @@
 """Every docstring example in fpsim and nn runs and prints what it shows (doctest).
 
 One test per module, so a failure names the module; the examples see ``np``, ``fpsim`` and
-``nn`` without importing them, as the README's examples do.
+``nn`` without importing them, as the README's examples do. Each runs in a temporary directory,
+so an example that writes a file leaves nothing in the repository.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def _modules() -> list[str]:
 
 
 @pytest.mark.parametrize("name", _modules())
-def test_docstring_examples_print_what_they_show(name):
+def test_docstring_examples_print_what_they_show(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an example that saves a file (fpsim.plot's) writes it here
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
