@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import partial
 
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import all_same
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import representable_arrays
 
 import fpsim
 from fpsim.accumulate import gamma
+
+same = partial(all_same, signed_zeros=False)  # (these sums compare as values: 0.0 == -0.0)
 
 
 def round_exact(v: Fraction, fmt: fpsim.Format) -> Fraction | float:
@@ -66,10 +70,6 @@ def pairwise_oracle(terms: list[Fraction], acc: fpsim.Format) -> Fraction | floa
             nxt.append(level[-1])
         level = nxt
     return level[0]
-
-
-def same(x: float, y: float) -> bool:
-    return x == y or (math.isnan(x) and math.isnan(y))
 
 
 @pytest.mark.parametrize("n", [1, 100, 2047, 2048, 2049, 2050, 5000])

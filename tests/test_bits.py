@@ -12,6 +12,7 @@ import functools
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import all_same as same
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from oracle import decode
@@ -58,17 +59,6 @@ def _oracle_values(fmt: Format) -> np.ndarray:
 def oracle_values(fmt: Format) -> np.ndarray:
     """float64 value of every code, from the fields (tests/oracle.py)."""
     return _oracle_values(fmt).copy()
-
-
-def same(a: np.ndarray, b: np.ndarray) -> bool:
-    """Bitwise float equality: NaN == NaN and -0.0 != +0.0."""
-    with np.errstate(invalid="ignore"):  # signalling-NaN codes warn when widened
-        a = np.asarray(a, dtype=np.float64)
-        b = np.asarray(b, dtype=np.float64)
-    return bool(np.array_equal(a.view(np.int64), b.view(np.int64)) or (
-        np.array_equal(np.isnan(a), np.isnan(b))
-        and np.array_equal(a[~np.isnan(a)].view(np.int64), b[~np.isnan(b)].view(np.int64))
-    ))
 
 
 # --- codes <-> values ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import operator
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import all_same as same
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import representable
@@ -26,15 +27,6 @@ ML_DTYPE = {
     "float8_e5m2": ml_dtypes.float8_e5m2,
 }
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
-
-
-def same(x: np.ndarray, y: np.ndarray) -> bool:
-    """Equal as IEEE values, NaN equal to NaN, and the sign of zero equal."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    both_nan = np.isnan(x) & np.isnan(y)
-    eq = (x == y) & (np.signbit(x) == np.signbit(y))
-    return bool(np.all(both_nan | eq))
 
 
 def sample_codes(dtype: type, n: int, seed: int) -> np.ndarray:

@@ -12,6 +12,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import all_same as same
 from hypothesis import given
 from hypothesis import strategies as st
 from oracle import sample_points
@@ -192,12 +193,6 @@ def test_explain_stochastic_shows_both_outcomes_with_their_probabilities():
     assert ex.probabilities == pytest.approx((1 - f, f), abs=1e-15)
     drawn = {float(fpsim.round(1e-5, "fp16", "stochastic", rng=seed)) for seed in range(64)}
     assert drawn == {lo, hi}
-
-
-def same(a: float, b: float) -> bool:
-    return np.array_equal(np.float64(a).view(np.int64), np.float64(b).view(np.int64)) or (
-        np.isnan(a) and np.isnan(b)
-    )
 
 
 CASES = [fpsim.FP16, fpsim.BF16, fpsim.E4M3FN, fpsim.E5M2FNUZ, fpsim.E2M1FN,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import same_values as same
 from oracle import RULES, sample_points, table_round
 
 import fpsim
@@ -18,11 +19,6 @@ from fpsim.rounding import MODE_RULES, Outcome, Why, mode_rule, trace
 
 # inexact values of both signs: a tie, below and above half an ulp in fp16
 INEXACT = [1 + 2**-11, 1 + 3 * 2**-11, 1 + 2**-12, 1 + 3 * 2**-12, 1e-5, 0.1]
-
-
-def same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return ((a == b) & (np.signbit(a) == np.signbit(b))) | (np.isnan(a) & np.isnan(b))
 
 
 @pytest.mark.parametrize("mode", list(RoundingMode), ids=str)

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from helpers import all_same as same
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import float32_arrays
@@ -112,12 +113,6 @@ def ref_nvfp4(x: np.ndarray) -> np.ndarray:
             q = rne_saturate(Fraction(v) / (s * ts), grid("nvfp4")) if s else Fraction(0)
             out.append(float(np.float32(float(q * s * ts))) if q else math.copysign(0.0, v))
     return np.array(out)
-
-
-def same(a, b) -> bool:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    ok = ((a == b) & (np.signbit(a) == np.signbit(b))) | (np.isnan(a) & np.isnan(b))
-    return bool(ok.all())
 
 
 def sample(seed: int, shape=(3, 75)) -> np.ndarray:

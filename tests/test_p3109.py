@@ -3,6 +3,8 @@ midpoint, every rounding mode both implement, with and without saturation."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,9 @@ import fpsim
 gfloat = pytest.importorskip("gfloat")
 from gfloat import RoundMode, decode_float, round_float  # noqa: E402
 from gfloat.formats import Domain, Signedness, format_info_p3109  # noqa: E402
+from helpers import same_values  # noqa: E402
+
+same = partial(same_values, signed_zeros=False)  # (P3109 has one zero, unsigned)
 
 IDS = [f.name for f in fpsim.P3109_FORMATS]
 MODES = {
@@ -24,11 +29,6 @@ def info(fmt: fpsim.Format):
     return format_info_p3109(
         8, fmt.precision, Signedness.Signed if fmt.signed else Signedness.Unsigned,
         Domain.Extended if fmt.inf else Domain.Finite)
-
-
-def same(a, b) -> np.ndarray:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return (a == b) | (np.isnan(a) & np.isnan(b))
 
 
 def gfloat_values(fmt: fpsim.Format) -> np.ndarray:

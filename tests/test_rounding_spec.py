@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 import pytest
+from helpers import same_values as same
 from oracle import sample_points, table_round
 from strategies import DETERMINISTIC_MODES, SMALL_CATALOG
 
@@ -33,12 +34,6 @@ CUSTOM = [
 ]
 # E8M0FNU rounds by ml_dtypes' rule (its tie goes up), checked in tests/test_e8m0.py instead
 SMALL = [f for f in SMALL_CATALOG if f.zero] + CUSTOM
-
-
-def same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Elementwise: equal values with equal signs, or both NaN."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return ((a == b) & (np.signbit(a) == np.signbit(b))) | (np.isnan(a) & np.isnan(b))
 
 
 def assert_same(x, got, want, what: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import same_arrays as _same
 from resume import assert_resume_is_bit_identical
 
 import nn
@@ -37,10 +38,6 @@ def _model(policy="mixed_float16", optimizer="adam", dropout=False):
         model = nn.Sequential(layers)
     opt = nn.optimizers.get(optimizer)
     return model.compile(opt, CE(from_logits=True), ["accuracy"])
-
-
-def _same(a, b):
-    return len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
 
 
 def _slots(model):

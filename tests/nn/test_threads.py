@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import same_arrays as _same
 
 import nn
 from nn.engine.autograd import current_scope, name_scope
@@ -59,10 +60,6 @@ def _train(policy: str, seed: int, telemetry: bool) -> list[np.ndarray]:
     model = _model(policy, seed)
     model.fit(x, y, batch_size=16, epochs=2, seed=seed, verbose=0, telemetry=telemetry)
     return [v.data.copy() for v in model.trainable_variables]
-
-
-def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
-    return len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("telemetry", [False, True])
