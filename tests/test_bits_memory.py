@@ -15,6 +15,11 @@ import fpsim
 N = 2**22
 
 
+# one worker runs this module, so its module fixture is set up once
+# (the fixture rounds a large array)
+pytestmark = pytest.mark.xdist_group("bits_memory")
+
+
 @pytest.fixture(scope="module")
 def fp16_values() -> np.ndarray:
     x = np.random.default_rng(0).standard_normal(N).astype(np.float32) * 1000

@@ -166,6 +166,11 @@ def _run_guide(tmp_path):  # noqa: PLR0915 (the guide is one long script)
     return out
 
 
+# one worker runs this module, so its module fixture is set up once
+# (the guide fixture trains several models)
+pytestmark = pytest.mark.xdist_group("keras_guide")
+
+
 @pytest.fixture(scope="module")
 def guide(tmp_path_factory):
     before = nn.global_policy()

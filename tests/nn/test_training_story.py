@@ -17,6 +17,11 @@ from nn import experiments as story
 EPOCHS = 12  # enough steps (276) for the dynamic scale to climb into overflow and back off
 
 
+# one worker runs this module, so its module fixture is set up once
+# (the runs fixture trains the story's models)
+pytestmark = pytest.mark.xdist_group("training_story")
+
+
 @pytest.fixture(scope="module")
 def runs():
     results = story.run_compare(epochs=EPOCHS)
