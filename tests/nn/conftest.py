@@ -7,11 +7,14 @@ fpsim.round everywhere), which must give the same results.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
 import nn
 from nn.engine import rounding
+
+sys.path.insert(0, os.path.dirname(__file__))  # the shared helpers (resume, nn_gradcheck, ...)
 
 KERNELS = os.environ.get("NN_KERNELS", "1") != "0"
 

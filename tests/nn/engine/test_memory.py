@@ -52,7 +52,7 @@ def page_faults_of_the_pattern(env_value: str | None) -> int:
     env.pop(memory.ENV, None)
     if env_value is not None:
         env[memory.ENV] = env_value
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3]),
                                          env.get("PYTHONPATH", "")])
     out = subprocess.run([sys.executable, "-c", PATTERN], env=env, capture_output=True,
                          text=True, check=True)
@@ -90,7 +90,7 @@ def test_retain_freed_memory_rejects_bad_thresholds_naming_them(kwargs, needle):
 
 
 def _bench_train():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_train.py"
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_train.py"
     spec = importlib.util.spec_from_file_location("bench_train_for_memory", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -334,7 +334,7 @@ def test_a_version_1_checkpoint_loads_and_predicts_as_it_was_saved():
     """tests/nn/data/checkpoint_v1.npz was written by the previous format (version 1): mixed
     fp16 Dense/seeded Dropout/Dense, a weighted loss, Adam with a dynamic loss scale after 8
     steps; the _expected file holds the data, its predictions and the weights then."""
-    here = Path(__file__).parent / "data"
+    here = Path(__file__).parents[1] / "data"
     model = nn.load_model(here / "checkpoint_v1.npz")
     with np.load(here / "checkpoint_v1_expected.npz") as z:
         expected = {k: z[k] for k in z.files}
