@@ -19,7 +19,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("FPSIM_HYPOTHESIS", "ci"))
 
 # Tests write only to temporary directories: a file that appears at the repository root during
-# the run (not a dot-folder such as .pytest_cache or .hypothesis) fails the session.
+# the run (not a dot-folder such as .pytest_cache or .hypothesis) fails the run.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BEFORE: set[str] = set()
 
