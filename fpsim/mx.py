@@ -44,7 +44,10 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   ``amax_b / (6 * tensor_scale)`` is rounded to E4M3FN (nearest even by default;
   ``scale_rounding`` "ceil" / "floor" round it up / down), saturating at 448; elements are
   ``x / (block_scale * tensor_scale)`` rounded to E2M1 and saturated. A block scale that
-  rounds to 0 flushes its block to signed zero. Quotients are computed in float64, which
+  rounds to 0 flushes its block to signed zero. An amax beyond float32's range (float64
+  input) is clamped to float32's max before the tensor scale is formed, so such values
+  saturate to about float32's max, as the MX formats saturate (ours: the fp32 tensor scale
+  would otherwise overflow and make every value NaN). Quotients are computed in float64, which
   for float32 input rounds once correctly (a quotient of 24-bit by 28-bit numbers is never
   within 2^-53 of an E2M1 or E4M3 midpoint unless on it); float64 input's quotient is first
   rounded to float64. The dequantized value ``element * block_scale *
@@ -53,7 +56,12 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   range, on its grid), so quantize returns x's carrier (float32 or float64, other input
   becomes float64) and ``decode`` returns float32.
 - Codes: ``element_codes`` has x's shape (uint8; fp6 and fp4 codes in the low bits), scale
-  codes are uint8 (E8M0 codes are the biased exponent ``e + 127``).
+  codes are uint8 (E8M0 codes are the biased exponent ``e + 127``). ``decode`` takes uint8
+  codes only (a code 300, 127.5 or -1 is refused, never wrapped), an NVFP4 block scale code
+  without its sign bit and a positive finite tensor scale.
+- Memory: the float32 nearest-even MX path runs in one numba kernel (output only); every
+  other path (NVFP4, float64 input, other modes, ``encode``) quantizes ``_CHUNK`` elements at
+  a time, so beyond the output its float64 temporaries have a fixed size.
 
 Monitor: with ``fpsim.monitor()`` active, each call records under its site (default
 ``"mx"``) in ``Monitor.blocks``: blocks, elements, elements saturated (scaled magnitude above
@@ -64,12 +72,14 @@ the maximum (the scaled amax exceeds the element max: possible with "floor" and 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from fpsim import _kernels
 from fpsim._names import unknown_name
+from fpsim._validate import generator
 from fpsim.bits import from_bits, to_bits
 from fpsim.catalog import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2, E8M0FNU
 from fpsim.formats import Format
@@ -83,18 +93,48 @@ from fpsim.rounding import RoundingMode, get_mode
 # int8 / 64 as a float format: exponent field 0 holds m/64 (m < 64), field 1 holds 1 + m/64,
 # so every value is k/64 for |k| <= 127 (a fixed-point grid with spacing 2^-6)
 INT8_64 = Format("int8_over_64", 1, 6, bias=1, inf=False, nan="none")
-_NVFP4_TENSOR_DIVISOR = 6.0 * 448.0  # E2M1 max times E4M3 max
+MAX_BLOCK = 1 << 16  # the largest block BlockFormat accepts (ours: the formats use 16 and 32)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+# elements of this many values (whole blocks) are quantized at a time on the reference path,
+# so its float64 temporaries stay a fixed size, however large the input
+_CHUNK = 1 << 14
 
 
 @dataclass(frozen=True)
 class BlockFormat:
-    """A block-scaled format: element format, block size and scale format."""
+    """A block-scaled format: element format, block size and scale format.
+
+    Every field is checked on construction: ``block`` is an int from 1 to ``MAX_BLOCK``;
+    ``scale`` is E8M0FNU (an MX format) or E4M3FN (two-level, NVFP4-style, with one fp32
+    tensor scale); ``element`` is a Format; ``integer`` (bool)
+    marks MXINT8's two's complement codes and needs the element format ``INT8_64``.
+    """
 
     name: str
     element: Format
     block: int
     scale: Format
     integer: bool = False  # element codes are two's complement int8 (MXINT8)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"BlockFormat name must be a non-empty str, got {self.name!r}")
+        if not isinstance(self.element, Format):
+            raise TypeError(f"BlockFormat element must be a fpsim Format, got "
+                            f"{self.element!r}")
+        if (isinstance(self.block, bool) or not isinstance(self.block, (int, np.integer))
+                or not 1 <= self.block <= MAX_BLOCK):
+            raise ValueError(f"BlockFormat block must be an int from 1 to {MAX_BLOCK}, got "
+                             f"{self.block!r}")
+        object.__setattr__(self, "block", int(self.block))
+        if self.scale is not E8M0FNU and self.scale is not E4M3FN:
+            raise ValueError(f"BlockFormat scale must be E8M0FNU (MX) or E4M3FN (two-level, "
+                             f"as NVFP4), got {getattr(self.scale, 'name', self.scale)!r}")
+        if not isinstance(self.integer, (bool, np.bool_)):
+            raise TypeError(f"BlockFormat integer must be a bool, got {self.integer!r}")
+        if self.integer and self.element != INT8_64:
+            raise ValueError(f"BlockFormat integer=True needs the element format INT8_64 "
+                             f"(int8 / 64), got {self.element.name!r}")
 
     @property
     def two_level(self) -> bool:
@@ -139,10 +179,12 @@ def _check_axis(axis: object, ndim: int) -> int:
 
 
 # --- the blocked view --------------------------------------------------------------------------
-def _rows(x: np.ndarray, axis: int) -> np.ndarray:
-    """x with ``axis`` moved last, as a C-contiguous 2-D array (rows, n)."""
+def _rows(x: np.ndarray, axis: int, contiguous: bool = True) -> np.ndarray:
+    """x with ``axis`` moved last, as a 2-D array (rows, n): C-contiguous, or (for the chunked
+    reference path, which copies each chunk anyway) a view where numpy can make one."""
     moved = np.moveaxis(np.atleast_1d(x), axis, -1)
-    return np.ascontiguousarray(moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1]))
+    rows = moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
+    return np.ascontiguousarray(rows) if contiguous else rows
 
 
 def _unrows(rows: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
@@ -193,18 +235,24 @@ def _mx_exponent(amax: np.ndarray, rule: str, elem: Format) -> np.ndarray:
     return np.clip(e, SCALE_EMIN, SCALE_EMAX)
 
 
+def tensor_scale_of(amax: float, bf: BlockFormat) -> float:
+    """NVFP4's fp32 tensor scale ``float32(amax) / float32(max_elem * 448)`` from the tensor's
+    finite amax (1.0 for amax 0). An amax beyond float32's range is first clamped to float32's
+    max, so such values saturate to the largest representable magnitude (as the MX formats
+    saturate) instead of making every value NaN; an amax that is 0 in float32 gives 1.0."""
+    t = np.float32(min(amax, _FLOAT32_MAX))
+    if t == 0:
+        return 1.0
+    return float(t / np.float32(bf.element.max * E4M3FN.max))
+
+
 def _quantize_blocks(rows: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,
-                     rng: object) -> _Blocks:
+                     rng: object, tensor_scale: float = 1.0) -> _Blocks:
     blocks = _padded(rows.astype(np.float64), bf.block)
     amax = np.max(np.abs(blocks), axis=-1)  # NaN if any NaN, inf if any inf
     bad = ~np.isfinite(amax)
-    tensor_scale = 1.0
     if bf.two_level:
-        finite = rows[np.isfinite(rows)]
-        t_amax = float(np.max(np.abs(finite))) if finite.size else 0.0
-        if t_amax > 0:
-            tensor_scale = float(np.float32(t_amax) / np.float32(_NVFP4_TENSOR_DIVISOR))
-        target = np.where(bad, 0.0, amax) / (6.0 * tensor_scale)
+        target = np.where(bad, 0.0, amax) / (bf.element.max * tensor_scale)
         e4m3_mode = {"even": "nearest_even", "ceil": "up", "floor": "down"}[rule]
         scale = np.asarray(_round(target, E4M3FN, e4m3_mode, overflow="saturate"), np.float64)
         scale_codes = np.asarray(to_bits(scale, E4M3FN)).astype(np.uint8)
@@ -230,13 +278,49 @@ def _quantize_blocks(rows: np.ndarray, bf: BlockFormat, rule: str, mode: Roundin
     return _Blocks(scale, scale_codes, tensor_scale, scaled, elements, values, amax)
 
 
-def _record(site: str, bf: BlockFormat, b: _Blocks, n: int) -> None:
+def _counts(bf: BlockFormat, b: _Blocks) -> np.ndarray:
+    """(blocks, saturated, flushed, clipped blocks) of one quantization (see the monitor)."""
     live = np.isfinite(b.scale)[..., None]
-    sat = int(np.count_nonzero(live & (np.abs(b.scaled) > bf.element.max)))
-    flushed = int(np.count_nonzero(live & (b.scaled != 0) & (b.elements == 0)))
-    clipped = int(np.count_nonzero(np.isfinite(b.scale) & (np.max(np.abs(b.scaled), axis=-1)
-                                                           > bf.element.max)))
-    record_blocks(site, bf.name, (int(b.scale.size), n, sat, flushed, clipped))
+    sat = np.count_nonzero(live & (np.abs(b.scaled) > bf.element.max))
+    flushed = np.count_nonzero(live & (b.scaled != 0) & (b.elements == 0))
+    clipped = np.count_nonzero(np.isfinite(b.scale) & (np.max(np.abs(b.scaled), axis=-1)
+                                                       > bf.element.max))
+    return np.array([b.scale.size, sat, flushed, clipped], np.int64)
+
+
+def _chunks(rows: np.ndarray, block: int) -> Iterator[tuple[slice, slice, slice]]:
+    """(row slice, column slice, block slice) pieces of about _CHUNK elements, whole blocks
+    each (a row longer than that is cut at block boundaries)."""
+    r, n = rows.shape
+    if n == 0:
+        return
+    cols = max(block, _CHUNK // block * block)
+    step = max(1, _CHUNK // n) if n <= cols else 1
+    for r0 in range(0, r, step):
+        for c0 in range(0, n, cols):
+            c1 = min(n, c0 + cols)
+            yield (slice(r0, min(r, r0 + step)), slice(c0, c1),
+                   slice(c0 // block, -(-c1 // block)))
+
+
+def _tensor_amax(rows: np.ndarray, block: int) -> float:
+    """The largest finite magnitude of rows (0.0 if none), a chunk at a time."""
+    amax = 0.0
+    for rs, cs, _ in _chunks(rows, block):
+        a = np.abs(rows[rs, cs])
+        a[~np.isfinite(a)] = 0
+        amax = max(amax, float(a.max()))
+    return amax
+
+
+def _each_chunk(rows: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,
+                rng: object) -> Iterator[tuple[slice, slice, slice, _Blocks]]:
+    """The reference path over rows, chunk by chunk: (rows, columns, blocks, result). One
+    Generator draws every chunk's stochastic seed, so a seed gives one result."""
+    gen = generator(rng) if mode is RoundingMode.STOCHASTIC else None
+    ts = tensor_scale_of(_tensor_amax(rows, bf.block), bf) if bf.two_level else 1.0
+    for rs, cs, bs in _chunks(rows, bf.block):
+        yield rs, cs, bs, _quantize_blocks(rows[rs, cs], bf, rule, mode, gen, ts)
 
 
 def _prepare(x: object, fmt: BlockFormat | str, axis: int
@@ -269,13 +353,15 @@ def quantize(
     arr, bf, ax = _prepare(x, fmt, axis)
     rule = _scale_rule(scale_rounding, bf)
     mode = get_mode(mode)
-    rows = _rows(arr, ax)
     counting = monitor_is_active()
     p = None
     if arr.dtype == np.float32 and mode is RoundingMode.NEAREST_EVEN and not bf.two_level:
         p = nearest_even_f32_constants(bf.element, True, "saturate", finite_input=True)
+    rows = _rows(arr, ax, contiguous=p is not None)
     if p is not None:
-        out = np.empty_like(rows)
+        # a copy made for the kernel (axis not last) takes the result in place: each block is
+        # read whole (its amax) before it is written
+        out = rows if not np.shares_memory(rows, arr) else np.empty_like(rows)
         elem = bf.element
         r, n = rows.shape
         nblocks = r * -(-n // bf.block)
@@ -290,10 +376,15 @@ def quantize(
             record_blocks(site or "mx", bf.name, (nblocks, rows.size, int(counts[1]),
                                                   int(counts[2]), int(counts[3])))
     else:
-        b = _quantize_blocks(rows, bf, rule, mode, rng)
+        out = np.empty_like(rows)
+        total = np.zeros(4, np.int64)
+        for rs, cs, _, b in _each_chunk(rows, bf, rule, mode, rng):
+            out[rs, cs] = _flat_blocks(b.values)[:, :cs.stop - cs.start]
+            if counting:
+                total += _counts(bf, b)
         if counting:
-            _record(site or "mx", bf, b, rows.size)
-        out = _flat_blocks(b.values)[:, :rows.shape[1]].astype(arr.dtype)
+            record_blocks(site or "mx", bf.name, (int(total[0]), rows.size, int(total[1]),
+                                                  int(total[2]), int(total[3])))
     return _unrows(out, arr.shape, ax)
 
 
@@ -322,19 +413,59 @@ def encode(
     """
     arr, bf, ax = _prepare(x, fmt, axis)
     rule = _scale_rule(scale_rounding, bf)
-    rows = _rows(arr, ax)
-    b = _quantize_blocks(rows, bf, rule, get_mode(mode), rng)
-    elements = _flat_blocks(b.elements)[:, :rows.shape[1]]
-    if bf.integer:
-        codes = np.rint(elements * 64).astype(np.int64).astype(np.int8).view(np.uint8)
-    else:
-        codes = np.asarray(to_bits(elements, bf.element)).astype(np.uint8)
-    scale_shape = arr.shape[:ax] + (b.scale.shape[-1],) + arr.shape[ax + 1:] if arr.ndim else ()
-    scale_codes = _unrows(b.scale_codes, scale_shape, ax)
+    rows = _rows(arr, ax, contiguous=False)
+    r, n = rows.shape
+    codes = np.zeros(rows.shape, np.uint8)
+    scodes = np.zeros((r, -(-n // bf.block)), np.uint8)
+    ts = 1.0
+    for rs, cs, bs, b in _each_chunk(rows, bf, rule, get_mode(mode), rng):
+        elements = _flat_blocks(b.elements)[:, :cs.stop - cs.start]
+        if bf.integer:
+            codes[rs, cs] = np.rint(elements * 64).astype(np.int8).view(np.uint8)
+        else:
+            codes[rs, cs] = to_bits(elements, bf.element)
+        scodes[rs, bs] = b.scale_codes
+        ts = b.tensor_scale
+    if bf.two_level and not rows.size:
+        ts = tensor_scale_of(0.0, bf)
+    scale_shape = arr.shape[:ax] + (scodes.shape[-1],) + arr.shape[ax + 1:] if arr.ndim else ()
+    scale_codes = _unrows(scodes, scale_shape, ax)
     element_codes = _unrows(codes, arr.shape, ax)
     if bf.two_level:
-        return (scale_codes, np.float32(b.tensor_scale)), element_codes
+        return (scale_codes, np.float32(ts)), element_codes
     return scale_codes, element_codes
+
+
+def _check_tensor_scale(value: object) -> float:
+    """NVFP4's tensor scale: a positive finite float (encode returns a float32)."""
+    real = isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(
+        value, (bool, np.bool_))
+    t = float(value) if real else math.nan  # type: ignore[arg-type]
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"nvfp4 tensor_scale must be a positive finite number (encode returns "
+                         f"a float32), got {value!r}")
+    return t
+
+
+def _check_scale_codes(scales: object, bf: BlockFormat) -> np.ndarray:
+    """Scale codes as encode returns them: uint8; a two-level (E4M3) block scale has no sign."""
+    s = np.asarray(scales)
+    if s.dtype != np.uint8:
+        bad = ""
+        if s.size and s.dtype.kind in "biuf":
+            flat = s.reshape(-1)
+            wrong = flat[(flat != np.floor(flat)) | (flat < 0) | (flat > 255)] if (
+                s.dtype.kind == "f") else flat[(flat < 0) | (flat > 255)]
+            if wrong.size:
+                bad = f"; {wrong[0].item()!r} is not a code 0..255"
+        raise TypeError(f"scales must be uint8 codes (as encode returns), got dtype {s.dtype}"
+                        f"{bad}")
+    if bf.two_level:
+        signed = s[(s & 0x80) != 0]
+        if signed.size:
+            raise ValueError(f"{bf.name} block scale codes must have the sign bit clear (a "
+                             f"scale is positive; codes 0..127), got code {int(signed[0])}")
+    return s
 
 
 def decode(
@@ -348,12 +479,12 @@ def decode(
         if not (isinstance(scales, tuple) and len(scales) == 2):
             raise TypeError("nvfp4 scales are a pair (block_scale_codes, tensor_scale), as "
                             "encode returns them")
-        scales, tensor_scale = np.asarray(scales[0]), float(scales[1])
+        scales, tensor_scale = np.asarray(scales[0]), _check_tensor_scale(scales[1])
     codes = np.asarray(element_codes)
     if codes.dtype != np.uint8:
         raise TypeError(f"element_codes must be uint8 codes (as encode returns), got dtype "
                         f"{codes.dtype}")
-    s = np.asarray(scales)
+    s = _check_scale_codes(scales, bf)
     ax = _check_axis(axis, codes.ndim)
     rows = _rows(codes, ax)
     nb = -(-rows.shape[1] // bf.block)
@@ -389,7 +520,8 @@ def explain(block: object, fmt: BlockFormat | str, *, scale_rounding: str | None
         raise ValueError(f"block must be 1-D with 1..{bf.block} elements for {bf.name}, got "
                          f"shape {x.shape}")
     rule = _scale_rule(scale_rounding, bf)
-    b = _quantize_blocks(x.reshape(1, -1), bf, rule, get_mode(mode), 0)
+    ts = tensor_scale_of(_tensor_amax(x.reshape(1, -1), bf.block), bf) if bf.two_level else 1.0
+    b = _quantize_blocks(x.reshape(1, -1), bf, rule, get_mode(mode), 0, ts)
     elem = bf.element
     lines = [f"{bf.name} block of {x.size} (element {elem.name}, max {elem.max:g}, emax "
              f"{elem.emax}; scale {bf.scale.name})"]
