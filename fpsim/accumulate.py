@@ -45,6 +45,8 @@ from fpsim.formats import Format
 from fpsim.quantize import _seed, format_constants
 from fpsim.rounding import RoundingMode, get_mode, resolve_overflow
 
+PRESETS = _models.PRESETS  # accumulator models by name (their home: fpsim.accumulators)
+
 SUM_ORDERS = ("sequential", "pairwise")
 MATMUL_ORDERS = ("auto", "blas", "sequential", "pairwise")
 

@@ -88,7 +88,7 @@ from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
 from fpsim.quantize import as_float_array, nearest_even_f32_constants
 from fpsim.quantize import round as _round
-from fpsim.rounding import RoundingMode, get_mode
+from fpsim.rounding import RoundingMode, check_rng_bits, get_mode
 
 # int8 / 64 as a float format: exponent field 0 holds m/64 (m < 64), field 1 holds 1 + m/64,
 # so every value is k/64 for |k| <= 127 (a fixed-point grid with spacing 2^-6)
@@ -247,7 +247,8 @@ def tensor_scale_of(amax: float, bf: BlockFormat) -> float:
 
 
 def _quantize_blocks(rows: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,
-                     rng: object, tensor_scale: float = 1.0) -> _Blocks:
+                     rng: object, tensor_scale: float = 1.0, rng_bits: int | None = None
+                     ) -> _Blocks:
     blocks = _padded(rows.astype(np.float64), bf.block)
     amax = np.max(np.abs(blocks), axis=-1)  # NaN if any NaN, inf if any inf
     bad = ~np.isfinite(amax)
@@ -264,7 +265,8 @@ def _quantize_blocks(rows: np.ndarray, bf: BlockFormat, rule: str, mode: Roundin
         divisor = scale
     live = ~bad & (divisor > 0)
     scaled = blocks / np.where(live, divisor, 1.0)[..., None]
-    elements = np.asarray(_round(scaled, bf.element, mode, rng=rng, overflow="saturate"))
+    elements = np.asarray(_round(scaled, bf.element, mode, rng=rng, overflow="saturate",
+                                 rng_bits=rng_bits))
     # a zero scale (NVFP4 scale underflow, all-zero block) keeps each element's sign of zero
     elements = np.where(live[..., None], elements, np.copysign(0.0, np.where(bad[..., None],
                                                                                1.0, blocks)))
@@ -314,13 +316,14 @@ def _tensor_amax(rows: np.ndarray, block: int) -> float:
 
 
 def _each_chunk(rows: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,
-                rng: object) -> Iterator[tuple[slice, slice, slice, _Blocks]]:
+                rng: object, rng_bits: int | None = None
+                ) -> Iterator[tuple[slice, slice, slice, _Blocks]]:
     """The reference path over rows, chunk by chunk: (rows, columns, blocks, result). One
     Generator draws every chunk's stochastic seed, so a seed gives one result."""
     gen = generator(rng) if mode is RoundingMode.STOCHASTIC else None
     ts = tensor_scale_of(_tensor_amax(rows, bf.block), bf) if bf.two_level else 1.0
     for rs, cs, bs in _chunks(rows, bf.block):
-        yield rs, cs, bs, _quantize_blocks(rows[rs, cs], bf, rule, mode, gen, ts)
+        yield rs, cs, bs, _quantize_blocks(rows[rs, cs], bf, rule, mode, gen, ts, rng_bits)
 
 
 def _prepare(x: object, fmt: BlockFormat | str, axis: int
@@ -340,12 +343,14 @@ def quantize(
     mode: str | RoundingMode = "nearest_even",
     rng: object = None,
     site: str | None = None,
+    rng_bits: int | None = None,
 ) -> np.ndarray:
     """``x`` block-quantized to ``fmt`` and dequantized, in x's dtype (float32 or float64).
 
     Blocks run along ``axis``; ``scale_rounding`` is "floor" (the OCP rule, the MX default),
     "ceil" or "even" (the NVFP4 default); ``mode`` rounds the elements (``rng`` drives
-    "stochastic"). See the module docstring for every rule.
+    "stochastic", ``rng_bits`` sets its random bits per element as in ``fpsim.round``). See
+    the module docstring for every rule.
 
     >>> quantize(np.float32([500.0, 1.0, -3.3]), "mxfp8_e4m3")
     array([448. ,   1. ,  -3.25], dtype=float32)
@@ -353,6 +358,7 @@ def quantize(
     arr, bf, ax = _prepare(x, fmt, axis)
     rule = _scale_rule(scale_rounding, bf)
     mode = get_mode(mode)
+    rng_bits = check_rng_bits(rng_bits, mode)
     counting = monitor_is_active()
     p = None
     if arr.dtype == np.float32 and mode is RoundingMode.NEAREST_EVEN and not bf.two_level:
@@ -378,7 +384,7 @@ def quantize(
     else:
         out = np.empty_like(rows)
         total = np.zeros(4, np.int64)
-        for rs, cs, _, b in _each_chunk(rows, bf, rule, mode, rng):
+        for rs, cs, _, b in _each_chunk(rows, bf, rule, mode, rng, rng_bits):
             out[rs, cs] = _flat_blocks(b.values)[:, :cs.stop - cs.start]
             if counting:
                 total += _counts(bf, b)
@@ -399,6 +405,7 @@ def encode(
     scale_rounding: str | None = None,
     mode: str | RoundingMode = "nearest_even",
     rng: object = None,
+    rng_bits: int | None = None,
 ) -> tuple[Scales, np.ndarray]:
     """``(scales, element_codes)`` of ``x`` in ``fmt`` (NVFP4: ``((block_scale_codes,
     tensor_scale), element_codes)``); ``decode`` inverts it: ``decode(*encode(x, f), f) ==
@@ -418,7 +425,8 @@ def encode(
     codes = np.zeros(rows.shape, np.uint8)
     scodes = np.zeros((r, -(-n // bf.block)), np.uint8)
     ts = 1.0
-    for rs, cs, bs, b in _each_chunk(rows, bf, rule, get_mode(mode), rng):
+    mode = get_mode(mode)
+    for rs, cs, bs, b in _each_chunk(rows, bf, rule, mode, rng, check_rng_bits(rng_bits, mode)):
         elements = _flat_blocks(b.elements)[:, :cs.stop - cs.start]
         if bf.integer:
             codes[rs, cs] = np.rint(elements * 64).astype(np.int8).view(np.uint8)
