@@ -162,7 +162,10 @@ def get_block_format(fmt: BlockFormat | str) -> BlockFormat:
     raise ValueError(unknown_name("block format", fmt, BLOCK_FORMATS, "known block formats"))
 
 
-def _scale_rule(scale_rounding: str | None, bf: BlockFormat) -> str:
+def scale_rule(scale_rounding: str | None, bf: BlockFormat) -> str:
+    """The block-scale rounding rule in force: ``scale_rounding`` checked ("floor", "ceil" or
+    "even"), or the format's default for None ("floor", the OCP rule, for MX; "even" for
+    NVFP4's E4M3 block scales)."""
     rule = scale_rounding if scale_rounding is not None else ("even" if bf.two_level else "floor")
     if rule not in SCALE_RULES:
         raise ValueError(f"scale_rounding must be one of {SCALE_RULES} (or None for the "
@@ -356,7 +359,7 @@ def quantize(
     array([448. ,   1. ,  -3.25], dtype=float32)
     """
     arr, bf, ax = _prepare(x, fmt, axis)
-    rule = _scale_rule(scale_rounding, bf)
+    rule = scale_rule(scale_rounding, bf)
     mode = get_mode(mode)
     rng_bits = check_rng_bits(rng_bits, mode)
     counting = monitor_is_active()
@@ -419,7 +422,7 @@ def encode(
     (array([127], dtype=uint8), array([126,  56, 197], dtype=uint8))
     """
     arr, bf, ax = _prepare(x, fmt, axis)
-    rule = _scale_rule(scale_rounding, bf)
+    rule = scale_rule(scale_rounding, bf)
     rows = _rows(arr, ax, contiguous=False)
     r, n = rows.shape
     codes = np.zeros(rows.shape, np.uint8)
@@ -527,7 +530,7 @@ def explain(block: object, fmt: BlockFormat | str, *, scale_rounding: str | None
     if x.ndim != 1 or not 0 < x.size <= bf.block:
         raise ValueError(f"block must be 1-D with 1..{bf.block} elements for {bf.name}, got "
                          f"shape {x.shape}")
-    rule = _scale_rule(scale_rounding, bf)
+    rule = scale_rule(scale_rounding, bf)
     ts = tensor_scale_of(_tensor_amax(x.reshape(1, -1), bf.block), bf) if bf.two_level else 1.0
     b = _quantize_blocks(x.reshape(1, -1), bf, rule, get_mode(mode), 0, ts)
     elem = bf.element
