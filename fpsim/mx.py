@@ -59,9 +59,12 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   codes are uint8 (E8M0 codes are the biased exponent ``e + 127``). ``decode`` takes uint8
   codes only (a code 300, 127.5 or -1 is refused, never wrapped), an NVFP4 block scale code
   without its sign bit and a positive finite tensor scale.
-- Memory: the float32 nearest-even MX path runs in one numba kernel (output only); every
-  other path (NVFP4, float64 input, other modes, ``encode``) quantizes ``_CHUNK`` elements at
-  a time, so beyond the output its float64 temporaries have a fixed size.
+- Kernels and memory: the float32 nearest-even MX path runs in fpsim.kernels.mx (an
+  addition trick); every other path (NVFP4, float64 input, every other mode, ``encode``) runs
+  in fpsim.kernels.mx_general, the same decisions through the general rounding kernel. Both
+  write only their outputs (``encode``: float32 element values, then their codes ``_CHUNK``
+  at a time); a copy made to put ``axis`` last takes the result in place, so every path
+  peaks within 2x the input. ``explain`` keeps the numpy reference path (float64).
 
 Monitor: with ``fpsim.monitor()`` active, each call records under its site (default
 ``"mx"``) in ``Monitor.blocks``: blocks, elements, elements saturated (scaled magnitude above
@@ -79,14 +82,14 @@ import numpy as np
 
 from fpsim import _kernels
 from fpsim._names import unknown_name
-from fpsim._validate import generator
 from fpsim.bits import from_bits, to_bits
 from fpsim.catalog import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2, E8M0FNU
 from fpsim.formats import Format
 from fpsim.kernels.mx import SCALE_EMAX, SCALE_EMIN, SCALE_RULES, mx_quantize_f32
+from fpsim.kernels.mx_general import mx_blocks
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
-from fpsim.quantize import as_float_array, nearest_even_f32_constants
+from fpsim.quantize import _seed, as_float_array, format_constants, nearest_even_f32_constants
 from fpsim.quantize import round as _round
 from fpsim.rounding import RoundingMode, check_rng_bits, get_mode
 
@@ -95,8 +98,8 @@ from fpsim.rounding import RoundingMode, check_rng_bits, get_mode
 INT8_64 = Format("int8_over_64", 1, 6, bias=1, inf=False, nan="none")
 MAX_BLOCK = 1 << 16  # the largest block BlockFormat accepts (ours: the formats use 16 and 32)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
-# elements of this many values (whole blocks) are quantized at a time on the reference path,
-# so its float64 temporaries stay a fixed size, however large the input
+# NVFP4's tensor amax is taken this many elements (whole blocks) at a time, so its
+# temporaries stay a fixed size, however large the input
 _CHUNK = 1 << 14
 
 
@@ -283,16 +286,6 @@ def _quantize_blocks(rows: np.ndarray, bf: BlockFormat, rule: str, mode: Roundin
     return _Blocks(scale, scale_codes, tensor_scale, scaled, elements, values, amax)
 
 
-def _counts(bf: BlockFormat, b: _Blocks) -> np.ndarray:
-    """(blocks, saturated, flushed, clipped blocks) of one quantization (see the monitor)."""
-    live = np.isfinite(b.scale)[..., None]
-    sat = np.count_nonzero(live & (np.abs(b.scaled) > bf.element.max))
-    flushed = np.count_nonzero(live & (b.scaled != 0) & (b.elements == 0))
-    clipped = np.count_nonzero(np.isfinite(b.scale) & (np.max(np.abs(b.scaled), axis=-1)
-                                                       > bf.element.max))
-    return np.array([b.scale.size, sat, flushed, clipped], np.int64)
-
-
 def _chunks(rows: np.ndarray, block: int) -> Iterator[tuple[slice, slice, slice]]:
     """(row slice, column slice, block slice) pieces of about _CHUNK elements, whole blocks
     each (a row longer than that is cut at block boundaries)."""
@@ -318,15 +311,35 @@ def _tensor_amax(rows: np.ndarray, block: int) -> float:
     return amax
 
 
-def _each_chunk(rows: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,
-                rng: object, rng_bits: int | None = None
-                ) -> Iterator[tuple[slice, slice, slice, _Blocks]]:
-    """The reference path over rows, chunk by chunk: (rows, columns, blocks, result). One
-    Generator draws every chunk's stochastic seed, so a seed gives one result."""
-    gen = generator(rng) if mode is RoundingMode.STOCHASTIC else None
+def _run_blocks(rows: np.ndarray, out: np.ndarray | None, codes: np.ndarray | None,
+                scodes: np.ndarray | None, bf: BlockFormat, rule: str, mode: RoundingMode,
+                rng: object, rng_bits: int | None, counting: bool) -> tuple[np.ndarray, float]:
+    """The general kernel (fpsim.kernels.mx_general) over C-contiguous rows: dequantized values
+    into ``out`` and/or element and block-scale codes into ``codes``/``scodes``. Returns
+    (the monitor's counts, the tensor scale)."""
+    r, n = rows.shape
     ts = tensor_scale_of(_tensor_amax(rows, bf.block), bf) if bf.two_level else 1.0
-    for rs, cs, bs in _chunks(rows, bf.block):
-        yield rs, cs, bs, _quantize_blocks(rows[rs, cs], bf, rule, mode, gen, ts, rng_bits)
+    if not rows.size:
+        return np.zeros(4, np.int64), ts
+    f64 = np.dtype(np.float64)
+    seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
+    scale_mode = get_mode({"even": "nearest_even", "ceil": "up", "floor": "down"}[rule])
+    elem = bf.element
+    none = np.empty(1, rows.dtype)
+    parts = _kernels.run(
+        mx_blocks, r * -(-n // bf.block),
+        (rows.reshape(-1), none if out is None else out.reshape(-1),
+         np.empty(1, np.uint8) if codes is None else codes.reshape(-1),
+         np.empty(1, np.uint8) if scodes is None else scodes.reshape(-1)),
+        (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
+         elem.mantissa_bits, bf.integer, _kernels.mode_bits(mode, rng_bits), seed,
+         _kernels.carrier_constants(f64), format_constants(elem, f64, True, "saturate"),
+         _kernels.mode_bits(scale_mode), format_constants(E4M3FN, f64, True, "saturate"),
+         out is not None, codes is not None, counting,
+         (elem.bias, elem.emin, 1 << (elem.bits - 1), E4M3FN.max_code + 1 if bf.two_level
+          else 0xFF, E4M3FN.bias, E4M3FN.mantissa_bits, E4M3FN.emin, E8M0FNU.bias)),
+        work=rows.size)
+    return np.sum(parts, axis=0), ts
 
 
 def _prepare(x: object, fmt: BlockFormat | str, axis: int
@@ -366,34 +379,27 @@ def quantize(
     p = None
     if arr.dtype == np.float32 and mode is RoundingMode.NEAREST_EVEN and not bf.two_level:
         p = nearest_even_f32_constants(bf.element, True, "saturate", finite_input=True)
-    rows = _rows(arr, ax, contiguous=p is not None)
-    if p is not None:
-        # a copy made for the kernel (axis not last) takes the result in place: each block is
-        # read whole (its amax) before it is written
-        out = rows if not np.shares_memory(rows, arr) else np.empty_like(rows)
+    rows = _rows(arr, ax)
+    # a copy made for the kernel (axis not last) takes the result in place: each block is
+    # read whole (its amax) before it is written
+    out = rows if not np.shares_memory(rows, arr) else np.empty_like(rows)
+    r, n = rows.shape
+    nblocks = r * -(-n // bf.block)
+    if not rows.size:
+        counts = np.zeros(4, np.int64)
+    elif p is not None:
         elem = bf.element
-        r, n = rows.shape
-        nblocks = r * -(-n // bf.block)
-        parts = [np.zeros(4, np.int64)] if not rows.size else _kernels.run(
+        counts = np.sum(_kernels.run(
             mx_quantize_f32, nblocks, (rows.reshape(-1), out.reshape(-1)),
             (n, bf.block, SCALE_RULES.index(rule), elem.emax, elem.max, elem.mantissa_bits, p,
-             counting), work=rows.size)
-        counts = np.sum(parts, axis=0)
+             counting), work=rows.size), axis=0)
         if bf.integer:
             np.add(out, 0.0, out=out)  # integers have no -0: -0 + 0 = +0
-        if counting:
-            record_blocks(site or "mx", bf.name, (nblocks, rows.size, int(counts[1]),
-                                                  int(counts[2]), int(counts[3])))
     else:
-        out = np.empty_like(rows)
-        total = np.zeros(4, np.int64)
-        for rs, cs, _, b in _each_chunk(rows, bf, rule, mode, rng, rng_bits):
-            out[rs, cs] = _flat_blocks(b.values)[:, :cs.stop - cs.start]
-            if counting:
-                total += _counts(bf, b)
-        if counting:
-            record_blocks(site or "mx", bf.name, (int(total[0]), rows.size, int(total[1]),
-                                                  int(total[2]), int(total[3])))
+        counts = _run_blocks(rows, out, None, None, bf, rule, mode, rng, rng_bits, counting)[0]
+    if counting:
+        record_blocks(site or "mx", bf.name, (nblocks, rows.size, int(counts[1]),
+                                              int(counts[2]), int(counts[3])))
     return _unrows(out, arr.shape, ax)
 
 
@@ -423,22 +429,13 @@ def encode(
     """
     arr, bf, ax = _prepare(x, fmt, axis)
     rule = scale_rule(scale_rounding, bf)
-    rows = _rows(arr, ax, contiguous=False)
+    rows = _rows(arr, ax)
     r, n = rows.shape
-    codes = np.zeros(rows.shape, np.uint8)
-    scodes = np.zeros((r, -(-n // bf.block)), np.uint8)
-    ts = 1.0
     mode = get_mode(mode)
-    for rs, cs, bs, b in _each_chunk(rows, bf, rule, mode, rng, check_rng_bits(rng_bits, mode)):
-        elements = _flat_blocks(b.elements)[:, :cs.stop - cs.start]
-        if bf.integer:
-            codes[rs, cs] = np.rint(elements * 64).astype(np.int8).view(np.uint8)
-        else:
-            codes[rs, cs] = to_bits(elements, bf.element)
-        scodes[rs, bs] = b.scale_codes
-        ts = b.tensor_scale
-    if bf.two_level and not rows.size:
-        ts = tensor_scale_of(0.0, bf)
+    codes = np.empty(rows.shape, np.uint8)
+    scodes = np.empty((r, -(-n // bf.block)), np.uint8)
+    _, ts = _run_blocks(rows, None, codes, scodes, bf, rule, mode, rng,
+                        check_rng_bits(rng_bits, mode), False)
     scale_shape = arr.shape[:ax] + (scodes.shape[-1],) + arr.shape[ax + 1:] if arr.ndim else ()
     scale_codes = _unrows(scodes, scale_shape, ax)
     element_codes = _unrows(codes, arr.shape, ax)
