@@ -83,6 +83,8 @@ import numpy as np
 from fpsim import _kernels
 from fpsim._names import unknown_name
 from fpsim.bits import from_bits, to_bits
+from fpsim.blockwise import blockwise_scales as blockwise_scales  # re-exported: fpsim.mx's
+from fpsim.blockwise import quantize_blockwise as quantize_blockwise  # Float8BlockScaling
 from fpsim.catalog import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2, E8M0FNU
 from fpsim.formats import Format
 from fpsim.kernels.mx import SCALE_EMAX, SCALE_EMIN, SCALE_RULES, mx_quantize_f32
