@@ -55,6 +55,19 @@ def _code(v, mant_bits, bias, emin, sign_bit):
 
 
 @njit(inline="always")
+def _codes(src, ecodes, start, end, divisor, z, m, stochastic, seed, c, fe, mant_bits, ebias,
+           eemin, esign, integer):
+    """ecodes[i] = the code of src[i] / divisor rounded (+ z): encode's plain loop."""
+    for i in range(start, end):
+        j = np.uint64(i)
+        el = _rnd(np.float64(src[j]) / divisor, m, stochastic, seed, i, c, fe) + z
+        if integer:  # int8 two's complement of el * 64
+            ecodes[j] = np.uint8(np.int64(round(el * 64.0)) & 0xFF)
+        else:
+            ecodes[j] = _code(el, mant_bits, ebias, eemin, esign)
+
+
+@njit(inline="always")
 def _values(src, dst, start, end, divisor, z, m, stochastic, seed, c, fe):
     """dst[i] = (src[i] / divisor rounded, + z) * divisor: the plain loop, no branches."""
     for i in range(start, end):
@@ -117,6 +130,14 @@ def mx_blocks(src, dst, ecodes, scodes, lo, hi, n, block, two_level, tensor_scal
                 _values(src, dst, start, end, divisor, z, m, True, seed, c, fe)
             else:
                 _values(src, dst, start, end, divisor, z, m, False, seed, c, fe)
+            continue
+        if live and parts and not values and not count:
+            if m.STOCHASTIC:
+                _codes(src, ecodes, start, end, divisor, z, m, True, seed, c, fe, mant_bits,
+                       ebias, eemin, esign, integer)
+            else:
+                _codes(src, ecodes, start, end, divisor, z, m, False, seed, c, fe, mant_bits,
+                       ebias, eemin, esign, integer)
             continue
         over = 0.0
         for i in range(start, end):
