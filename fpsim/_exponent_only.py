@@ -39,9 +39,11 @@ _UP_RULE: dict[RoundingMode, str] = {
 
 
 def round_exponent_only(
-    x: np.ndarray, fmt: Format, mode: RoundingMode, rng: object, policy: str
+    x: np.ndarray, fmt: Format, mode: RoundingMode, rng: object, policy: str,
+    rng_bits: int | None = None,
 ) -> tuple[np.ndarray, tuple[int, int, int, int, int]]:
-    """(x rounded to ``fmt`` in x's dtype, the five monitor event counts)."""
+    """(x rounded to ``fmt`` in x's dtype, the five monitor event counts). Stochastic with
+    ``rng_bits=r``: up with probability floor(f * 2^r) / 2^r (fpsim.rounding.check_rng_bits)."""
     try:
         rule = _UP_RULE[mode]
     except KeyError:
@@ -60,7 +62,8 @@ def round_exponent_only(
     elif rule == "never":
         up = np.zeros(x64.shape, dtype=bool)
     else:
-        up = _validate.generator(rng).random(x64.shape) < f
+        drawn = f if rng_bits is None else np.floor(np.ldexp(f, rng_bits)) / 2.0**rng_bits
+        up = _validate.generator(rng).random(x64.shape) < drawn
     r_e = np.maximum(e + up, fmt.emin)
     over = r_e > fmt.emax
     clamp = mode in (RoundingMode.TOWARD_ZERO, RoundingMode.DOWN) or policy == "saturate"

@@ -24,24 +24,51 @@ result then lies within ``gamma(k) * (|A| @ |B|)`` of the exact product, ``gamma
 (1 - k u)`` with ``u = 2^-24``, the classical bound for k-term float32 accumulation in any order;
 the tests check that bound. ``"auto"`` takes ``"blas"`` where allowed and ``"sequential"``
 otherwise.
+
+Other accumulations (aligned fixed-point groups, limited-precision accumulators promoted every
+N products, chunked sums) are the models of ``fpsim.accumulators``: wherever a Format is taken
+as ``acc`` here, a model may stand instead; it fixes its own order and roundings, so ``order``
+must then be left at its default and ``mode`` at "nearest_even".
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from fpsim import _kernels
+from fpsim import accumulators as _models
 from fpsim._validate import generator
 from fpsim.catalog import FP32
 from fpsim.formats import Format
 from fpsim.quantize import _seed, format_constants
 from fpsim.rounding import RoundingMode, get_mode, resolve_overflow
 
+PRESETS = _models.PRESETS  # accumulator models by name (their home: fpsim.accumulators)
+
 SUM_ORDERS = ("sequential", "pairwise")
 MATMUL_ORDERS = ("auto", "blas", "sequential", "pairwise")
 
 _F64_CARRIER = _kernels.carrier_constants(np.dtype(np.float64))
 _FLOAT32_EMIN = -126
+
+
+Accumulator = Format | _models.Model
+
+
+def _check_model(acc: Accumulator, order: str, default_orders: tuple[str, ...], mode: object
+                 ) -> bool:
+    """True when acc is a model (then order and mode must be left at their defaults)."""
+    if not _models.is_model(acc):
+        return False
+    if order not in default_orders:
+        raise ValueError(f"order={order!r} does not apply to the accumulator model {acc!r}: a "
+                         f"model fixes its own order (leave order at its default)")
+    if get_mode(mode) is not RoundingMode.NEAREST_EVEN:  # type: ignore[arg-type]
+        raise ValueError(f"mode={mode!r} does not apply to the accumulator model {acc!r}: a "
+                         f"model has its own rounding modes (set them on the model)")
+    return True
 
 
 def _check_order(order: str, allowed: tuple[str, ...]) -> str:
@@ -64,13 +91,17 @@ def gamma(k: int, unit_roundoff: float = 2.0**-24) -> float:
 
 
 def sum_rows(
-    x: np.ndarray, acc: Format, order: str = "sequential", mode: str = "nearest_even",
+    x: np.ndarray, acc: Accumulator, order: str = "sequential", mode: str = "nearest_even",
     rng: object = None,
 ) -> np.ndarray:
-    """Sum each row of the 2-D float64 array ``x``, the accumulator rounded to ``acc`` every step.
+    """Sum each row of the 2-D float64 array ``x``, the accumulator rounded to ``acc`` every step
+    (or summed by the model ``acc``).
 
     Returns the accumulator values (float64, in ``acc``); an empty row sums to +0.
     """
+    if _check_model(acc, order, ("sequential",), mode):
+        return _models.sum_rows(x, acc, rng)  # type: ignore[arg-type]
+    assert isinstance(acc, Format)
     _check_order(order, SUM_ORDERS)
     x = np.ascontiguousarray(x, dtype=np.float64)
     out = np.empty(x.shape[0], dtype=np.float64)
@@ -109,20 +140,21 @@ def blas_products_exact(fa: Format, fb: Format, a: np.ndarray, b: np.ndarray) ->
 
 
 def matmul_2d(
-    a: np.ndarray, b: np.ndarray, fa: Format, fb: Format, acc: Format,
+    a: np.ndarray, b: np.ndarray, fa: Format, fb: Format, acc: Accumulator,
     order: str = "auto", mode: str = "nearest_even", rng: object = None,
 ) -> np.ndarray:
     """The accumulator values of ``a @ b`` (2-D float32 carriers of formats fa, fb), float64.
 
     See the module docstring for the model and for when ``order="blas"`` is allowed.
     """
+    model = _check_model(acc, order, ("auto", "sequential"), mode)
     _check_order(order, MATMUL_ORDERS)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned "
                          f"({a.shape[1]} != {b.shape[0]})")
-    if order in ("auto", "blas"):
+    if order in ("auto", "blas") and not model:
         allowed = (
-            same_values(acc, FP32)
+            isinstance(acc, Format) and same_values(acc, FP32)
             and get_mode(mode) is RoundingMode.NEAREST_EVEN
             and blas_products_exact(fa, fb, a, b)
         )
@@ -139,19 +171,28 @@ def matmul_2d(
     bt64 = np.ascontiguousarray(np.asarray(b, dtype=np.float64).T)
     m, k, n = a64.shape[0], a64.shape[1], bt64.shape[0]
     out = np.empty((m, n), dtype=np.float64)
-    code, seed, c, f = _kernel_args(acc, mode, rng)
+    kernel: Any
+    if model:
+        kernel, args = _models.model_rows, _models.kernel_args(acc, rng)  # type: ignore[arg-type]
+    else:
+        assert isinstance(acc, Format)
+        code, seed, c, f = _kernel_args(acc, mode, rng)
+        kernel, args = _kernels.accumulate_rows, (order == "pairwise", code, seed, c, f)
+    seed_at = 8 if model else 2  # where the stochastic seed sits in args
     # out[i, j] is row i * n + j of the (m * n, k) matrix of exact float64 products
     # a[i, t] * b[t, j] (<= 48-bit significands), summed by the one accumulation kernel
-    # (accumulate_rows, which fpsim.sum uses too); its stochastic stream is indexed by that
+    # (accumulate_rows, which fpsim.sum uses too, or a model's model_rows); its stochastic
+    # stream is indexed by that
     # row, so a block of rows starting at i0 continues the stream at i0 * n * 2k.
     step = max(1, _PRODUCTS_BLOCK // max(1, n * k))
     flat = out.reshape(-1)
     for i0 in range(0, m, step):
         i1 = min(m, i0 + step)
         prods = (a64[i0:i1, None, :] * bt64[None, :, :]).reshape((i1 - i0) * n, k)
-        _kernels.run(_kernels.accumulate_rows, prods.shape[0], (prods, flat[i0 * n:i1 * n]),
-                     (order == "pairwise", code, _kernels.stream_seed(seed, i0 * n * 2 * k), c,
-                      f), work=prods.size)
+        block_args = (args[:seed_at] + (_kernels.stream_seed(args[seed_at], i0 * n * 2 * k),)
+                      + args[seed_at + 1:])
+        _kernels.run(kernel, prods.shape[0], (prods, flat[i0 * n:i1 * n]), block_args,
+                     work=prods.size)
     return out
 
 
@@ -174,7 +215,7 @@ def _normalize_axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int,
 
 
 def sum_axis(
-    x: np.ndarray, axis: int | tuple[int, ...] | None, keepdims: bool, acc: Format,
+    x: np.ndarray, axis: int | tuple[int, ...] | None, keepdims: bool, acc: Accumulator,
     order: str = "sequential", mode: str = "nearest_even", rng: object = None,
 ) -> np.ndarray:
     """Accumulator values (float64, in ``acc``) of ``x`` summed over ``axis`` (numpy's meaning).
@@ -197,7 +238,7 @@ def sum_axis(
 
 
 def matmul_nd(
-    a: np.ndarray, b: np.ndarray, fa: Format, fb: Format, acc: Format,
+    a: np.ndarray, b: np.ndarray, fa: Format, fb: Format, acc: Accumulator,
     order: str = "auto", mode: str = "nearest_even", rng: object = None,
 ) -> np.ndarray:
     """Accumulator values of ``a @ b`` with numpy.matmul's shape rules (1-D and batched).

@@ -39,12 +39,24 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from fpsim import accumulate as _acc
+from fpsim import accumulators as _models
 from fpsim.catalog import FP32, get_format
 from fpsim.formats import Format
 from fpsim.quantize import as_float_array
 from fpsim.quantize import round_array as _round
 
 FormatLike = Format | str
+# accumulate= takes a format, an accumulator model of fpsim.accumulators or a preset's name
+AccumulateLike = Format | str | _models.Model
+
+
+def _accumulator(accumulate: AccumulateLike | None) -> tuple[_acc.Accumulator | None,
+                                                              Format | None]:
+    """(the accumulator, the format its values lie in) of ``accumulate=`` (None: (None, None))."""
+    if accumulate is None:
+        return None, None
+    acc = _models.resolve(accumulate)
+    return acc, acc if isinstance(acc, Format) else acc.result_format
 
 
 # --- promotion (fpsim's policy over Format.contains, the one containment rule) ---------------
@@ -216,7 +228,7 @@ class EmulatedArray(NDArrayOperatorsMixin):
     # --- reductions and products (accumulation model: see fpsim.accumulate) ---
     def sum(
         self, axis: int | tuple[int, ...] | None = None, dtype: None = None, out: None = None,
-        keepdims: bool = False, *, accumulate: FormatLike | None = FP32,
+        keepdims: bool = False, *, accumulate: AccumulateLike | None = FP32,
         order: str = "sequential",
     ) -> EmulatedArray:
         """``fpsim.sum(self, ...)``: fp32 accumulation by default, one rounding to the format."""
@@ -225,11 +237,12 @@ class EmulatedArray(NDArrayOperatorsMixin):
         return sum(self, axis, accumulate=accumulate, order=order, keepdims=keepdims)
 
     def mean(
-        self, axis: int | tuple[int, ...] | None = None, *, accumulate: FormatLike | None = FP32,
-        order: str = "sequential", keepdims: bool = False,
+        self, axis: int | tuple[int, ...] | None = None, *,
+        accumulate: AccumulateLike | None = FP32, order: str = "sequential",
+        keepdims: bool = False,
     ) -> EmulatedArray:
         """The accumulated sum divided by the count, rounded once to the format."""
-        acc = self._format if accumulate is None else get_format(accumulate)
+        acc = _accumulator(accumulate)[0] or self._format
         values = _acc.sum_axis(self._data, axis, keepdims, acc, order)
         count = self.size // max(values.size, 1) if self.size else 0
         with np.errstate(all="ignore"):
@@ -295,7 +308,7 @@ def _values_and_format(x: Any, default: Format) -> tuple[np.ndarray, Format]:
 
 def sum(  # noqa: A001  (numpy-style name: fpsim.sum)
     a: Any, axis: int | tuple[int, ...] | None = None, *,
-    accumulate: FormatLike | None = FP32, order: str = "sequential",
+    accumulate: AccumulateLike | None = FP32, order: str = "sequential",
     fmt: FormatLike | None = None, keepdims: bool = False,
     mode: str = "nearest_even", rng: object = None,
 ) -> EmulatedArray:
@@ -305,15 +318,17 @@ def sum(  # noqa: A001  (numpy-style name: fpsim.sum)
     accumulator is rounded under ``mode`` (e.g. ``"stochastic"``, seeded by ``rng``); the result
     is rounded once (nearest-even) to ``fmt``: by default the array's format, or for plain data
     the accumulate format (plain data is first rounded to that format). ``accumulate=None``
-    accumulates in the array's own format.
+    accumulates in the array's own format. ``accumulate`` may also be an accumulator model of
+    ``fpsim.accumulators`` or a preset's name (``fpsim.accumulators.PRESETS``), e.g.
+    ``"hopper_fp8_promote128"``; a model fixes its own order and roundings.
 
     >>> ones = fpsim.array(np.ones(3000), "fp16")
     >>> fpsim.sum(ones, accumulate="fp16"), fpsim.sum(ones, fmt="fp32")
     (EmulatedArray(2048., format=float16), EmulatedArray(3000., format=float32))
     """
-    acc_default = get_format(accumulate) if accumulate is not None else None
+    acc_default, acc_fmt = _accumulator(accumulate)
     base = a.format if isinstance(a, EmulatedArray) else (
-        get_format(fmt) if fmt is not None else (acc_default or FP32))
+        get_format(fmt) if fmt is not None else (acc_fmt or FP32))
     data, in_fmt = _values_and_format(a, base)
     acc = acc_default or in_fmt
     out_fmt = get_format(fmt) if fmt is not None else in_fmt
@@ -322,7 +337,7 @@ def sum(  # noqa: A001  (numpy-style name: fpsim.sum)
 
 
 def matmul(
-    a: Any, b: Any, *, accumulate: FormatLike | None = FP32, order: str = "auto",
+    a: Any, b: Any, *, accumulate: AccumulateLike | None = FP32, order: str = "auto",
     fmt: FormatLike | None = None, mode: str = "nearest_even", rng: object = None,
 ) -> EmulatedArray:
     """Matrix product (numpy.matmul shapes) with exact products and a rounded accumulator.
@@ -333,14 +348,15 @@ def matmul(
     fp16 inputs and fp32 output). ``order``: ``"sequential"``, ``"pairwise"``, ``"blas"`` (fp32
     accumulation in the BLAS library's order, allowed when it is exactly that model) or
     ``"auto"`` (``"blas"`` where allowed, else ``"sequential"``). See fpsim.accumulate.
+    ``accumulate`` may be an accumulator model or preset name, as in ``fpsim.sum``.
 
     >>> a = fpsim.array(np.full((1, 4096), 1.0), "fp16")
     >>> fpsim.matmul(a, a.T, accumulate="fp16").item(), (a @ a.T).item()
     (2048.0, 4096.0)
     """
     formats = [x.format for x in (a, b) if isinstance(x, EmulatedArray)]
-    acc_default = get_format(accumulate) if accumulate is not None else None
-    common = promote(*formats) if formats else (acc_default or FP32)
+    acc_default, acc_fmt = _accumulator(accumulate)
+    common = promote(*formats) if formats else (acc_fmt or FP32)
     da, fa = _values_and_format(a, common)
     db, fb = _values_and_format(b, common)
     acc = acc_default or common

@@ -44,7 +44,10 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   ``amax_b / (6 * tensor_scale)`` is rounded to E4M3FN (nearest even by default;
   ``scale_rounding`` "ceil" / "floor" round it up / down), saturating at 448; elements are
   ``x / (block_scale * tensor_scale)`` rounded to E2M1 and saturated. A block scale that
-  rounds to 0 flushes its block to signed zero. Quotients are computed in float64, which
+  rounds to 0 flushes its block to signed zero. An amax beyond float32's range (float64
+  input) is clamped to float32's max before the tensor scale is formed, so such values
+  saturate to about float32's max, as the MX formats saturate (ours: the fp32 tensor scale
+  would otherwise overflow and make every value NaN). Quotients are computed in float64, which
   for float32 input rounds once correctly (a quotient of 24-bit by 28-bit numbers is never
   within 2^-53 of an E2M1 or E4M3 midpoint unless on it); float64 input's quotient is first
   rounded to float64. The dequantized value ``element * block_scale *
@@ -53,7 +56,15 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   range, on its grid), so quantize returns x's carrier (float32 or float64, other input
   becomes float64) and ``decode`` returns float32.
 - Codes: ``element_codes`` has x's shape (uint8; fp6 and fp4 codes in the low bits), scale
-  codes are uint8 (E8M0 codes are the biased exponent ``e + 127``).
+  codes are uint8 (E8M0 codes are the biased exponent ``e + 127``). ``decode`` takes uint8
+  codes only (a code 300, 127.5 or -1 is refused, never wrapped), an NVFP4 block scale code
+  without its sign bit and a positive finite tensor scale.
+- Kernels and memory: the float32 nearest-even MX path runs in fpsim.kernels.mx (an
+  addition trick); every other path (NVFP4, float64 input, every other mode, ``encode``) runs
+  in fpsim.kernels.mx_general, the same decisions through the general rounding kernel. Both
+  write only their outputs (``encode``: float32 element values, then their codes ``_CHUNK``
+  at a time); a copy made to put ``axis`` last takes the result in place, so every path
+  peaks within 2x the input. ``explain`` keeps the numpy reference path (float64).
 
 Monitor: with ``fpsim.monitor()`` active, each call records under its site (default
 ``"mx"``) in ``Monitor.blocks``: blocks, elements, elements saturated (scaled magnitude above
@@ -64,37 +75,70 @@ the maximum (the scaled amax exceeds the element max: possible with "floor" and 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from fpsim import _kernels
 from fpsim._names import unknown_name
-from fpsim.bits import from_bits, to_bits
+from fpsim.bits import from_bits
+from fpsim.blockwise import blockwise_scales as blockwise_scales  # re-exported: fpsim.mx's
+from fpsim.blockwise import quantize_blockwise as quantize_blockwise  # Float8BlockScaling
 from fpsim.catalog import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2, E8M0FNU
 from fpsim.formats import Format
-from fpsim.kernels.mx import SCALE_EMAX, SCALE_EMIN, SCALE_RULES, mx_quantize_f32
+from fpsim.kernels.mx import SCALE_RULES, mx_quantize_f32
+from fpsim.kernels.mx_general import mx_blocks
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
-from fpsim.quantize import as_float_array, nearest_even_f32_constants
-from fpsim.quantize import round as _round
-from fpsim.rounding import RoundingMode, get_mode
+from fpsim.quantize import _seed, as_float_array, format_constants, nearest_even_f32_constants
+from fpsim.rounding import RoundingMode, check_rng_bits, get_mode
 
 # int8 / 64 as a float format: exponent field 0 holds m/64 (m < 64), field 1 holds 1 + m/64,
 # so every value is k/64 for |k| <= 127 (a fixed-point grid with spacing 2^-6)
 INT8_64 = Format("int8_over_64", 1, 6, bias=1, inf=False, nan="none")
-_NVFP4_TENSOR_DIVISOR = 6.0 * 448.0  # E2M1 max times E4M3 max
+MAX_BLOCK = 1 << 16  # the largest block BlockFormat accepts (ours: the formats use 16 and 32)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+# NVFP4's tensor amax is taken this many elements (whole blocks) at a time, so its
+# temporaries stay a fixed size, however large the input
+_CHUNK = 1 << 14
 
 
 @dataclass(frozen=True)
 class BlockFormat:
-    """A block-scaled format: element format, block size and scale format."""
+    """A block-scaled format: element format, block size and scale format.
+
+    Every field is checked on construction: ``block`` is an int from 1 to ``MAX_BLOCK``;
+    ``scale`` is E8M0FNU (an MX format) or E4M3FN (two-level, NVFP4-style, with one fp32
+    tensor scale); ``element`` is a Format; ``integer`` (bool)
+    marks MXINT8's two's complement codes and needs the element format ``INT8_64``.
+    """
 
     name: str
     element: Format
     block: int
     scale: Format
     integer: bool = False  # element codes are two's complement int8 (MXINT8)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"BlockFormat name must be a non-empty str, got {self.name!r}")
+        if not isinstance(self.element, Format):
+            raise TypeError(f"BlockFormat element must be a fpsim Format, got "
+                            f"{self.element!r}")
+        if (isinstance(self.block, bool) or not isinstance(self.block, (int, np.integer))
+                or not 1 <= self.block <= MAX_BLOCK):
+            raise ValueError(f"BlockFormat block must be an int from 1 to {MAX_BLOCK}, got "
+                             f"{self.block!r}")
+        object.__setattr__(self, "block", int(self.block))
+        if self.scale is not E8M0FNU and self.scale is not E4M3FN:
+            raise ValueError(f"BlockFormat scale must be E8M0FNU (MX) or E4M3FN (two-level, "
+                             f"as NVFP4), got {getattr(self.scale, 'name', self.scale)!r}")
+        if not isinstance(self.integer, (bool, np.bool_)):
+            raise TypeError(f"BlockFormat integer must be a bool, got {self.integer!r}")
+        if self.integer and self.element != INT8_64:
+            raise ValueError(f"BlockFormat integer=True needs the element format INT8_64 "
+                             f"(int8 / 64), got {self.element.name!r}")
 
     @property
     def two_level(self) -> bool:
@@ -122,7 +166,10 @@ def get_block_format(fmt: BlockFormat | str) -> BlockFormat:
     raise ValueError(unknown_name("block format", fmt, BLOCK_FORMATS, "known block formats"))
 
 
-def _scale_rule(scale_rounding: str | None, bf: BlockFormat) -> str:
+def scale_rule(scale_rounding: str | None, bf: BlockFormat) -> str:
+    """The block-scale rounding rule in force: ``scale_rounding`` checked ("floor", "ceil" or
+    "even"), or the format's default for None ("floor", the OCP rule, for MX; "even" for
+    NVFP4's E4M3 block scales)."""
     rule = scale_rounding if scale_rounding is not None else ("even" if bf.two_level else "floor")
     if rule not in SCALE_RULES:
         raise ValueError(f"scale_rounding must be one of {SCALE_RULES} (or None for the "
@@ -139,10 +186,12 @@ def _check_axis(axis: object, ndim: int) -> int:
 
 
 # --- the blocked view --------------------------------------------------------------------------
-def _rows(x: np.ndarray, axis: int) -> np.ndarray:
-    """x with ``axis`` moved last, as a C-contiguous 2-D array (rows, n)."""
+def _rows(x: np.ndarray, axis: int, contiguous: bool = True) -> np.ndarray:
+    """x with ``axis`` moved last, as a 2-D array (rows, n): C-contiguous, or (for the chunked
+    reference path, which copies each chunk anyway) a view where numpy can make one."""
     moved = np.moveaxis(np.atleast_1d(x), axis, -1)
-    return np.ascontiguousarray(moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1]))
+    rows = moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
+    return np.ascontiguousarray(rows) if contiguous else rows
 
 
 def _unrows(rows: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
@@ -154,89 +203,71 @@ def _unrows(rows: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
     return out.reshape(shape) if shape else out.reshape(())
 
 
-def _flat_blocks(a: np.ndarray) -> np.ndarray:
-    """(r, nb, block) -> (r, nb * block)."""
-    return a.reshape(a.shape[0], a.shape[1] * a.shape[2])
+def tensor_scale_of(amax: float, bf: BlockFormat) -> float:
+    """NVFP4's fp32 tensor scale ``float32(amax) / float32(max_elem * 448)`` from the tensor's
+    finite amax (1.0 for amax 0). An amax beyond float32's range is first clamped to float32's
+    max, so such values saturate to the largest representable magnitude (as the MX formats
+    saturate) instead of making every value NaN; an amax that is 0 in float32 gives 1.0."""
+    t = np.float32(min(amax, _FLOAT32_MAX))
+    if t == 0:
+        return 1.0
+    return float(t / np.float32(bf.element.max * E4M3FN.max))
 
 
-def _padded(rows: np.ndarray, block: int) -> np.ndarray:
-    """(rows, nb, block) with the trailing partial block padded by zeros (amax unchanged)."""
+def _chunks(rows: np.ndarray, block: int) -> Iterator[tuple[slice, slice, slice]]:
+    """(row slice, column slice, block slice) pieces of about _CHUNK elements, whole blocks
+    each (a row longer than that is cut at block boundaries)."""
     r, n = rows.shape
-    nb = -(-n // block)
-    pad = np.zeros((r, nb * block), dtype=rows.dtype)
-    pad[:, :n] = rows
-    return pad.reshape(r, nb, block)
+    if n == 0:
+        return
+    cols = max(block, _CHUNK // block * block)
+    step = max(1, _CHUNK // n) if n <= cols else 1
+    for r0 in range(0, r, step):
+        for c0 in range(0, n, cols):
+            c1 = min(n, c0 + cols)
+            yield (slice(r0, min(r, r0 + step)), slice(c0, c1),
+                   slice(c0 // block, -(-c1 // block)))
 
 
-# --- the reference path (numpy; every mode, every format) ------------------------------------
-@dataclass
-class _Blocks:
-    """One quantization, block by block (float64 throughout)."""
-
-    scale: np.ndarray  # (r, nb) scale values (NaN for a NaN block)
-    scale_codes: np.ndarray  # (r, nb) uint8
-    tensor_scale: float  # NVFP4; 1.0 for MX
-    scaled: np.ndarray  # (r, nb, block) x / (scale * tensor_scale)
-    elements: np.ndarray  # (r, nb, block) element values (0 in NaN or zero-scale blocks)
-    values: np.ndarray  # (r, nb, block) dequantized float64
-    amax: np.ndarray  # (r, nb)
+def _tensor_amax(rows: np.ndarray, block: int) -> float:
+    """The largest finite magnitude of rows (0.0 if none), a chunk at a time."""
+    amax = 0.0
+    for rs, cs, _ in _chunks(rows, block):
+        a = np.abs(rows[rs, cs])
+        a[~np.isfinite(a)] = 0
+        amax = max(amax, float(a.max()))
+    return amax
 
 
-def _mx_exponent(amax: np.ndarray, rule: str, elem: Format) -> np.ndarray:
-    fr, ex = np.frexp(np.where(np.isfinite(amax) & (amax > 0), amax, 1.0))
-    e = ex.astype(np.int64) - 1 - elem.emax
-    if rule == "ceil":
-        e = e + (amax > elem.max * np.ldexp(1.0, e))
-    elif rule == "even":
-        e = e + (2.0 * fr >= 2.0 - 2.0 ** -(elem.mantissa_bits + 1))
-    e = np.where(amax == 0, SCALE_EMIN, e)
-    return np.clip(e, SCALE_EMIN, SCALE_EMAX)
-
-
-def _quantize_blocks(rows: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,
-                     rng: object) -> _Blocks:
-    blocks = _padded(rows.astype(np.float64), bf.block)
-    amax = np.max(np.abs(blocks), axis=-1)  # NaN if any NaN, inf if any inf
-    bad = ~np.isfinite(amax)
-    tensor_scale = 1.0
-    if bf.two_level:
-        finite = rows[np.isfinite(rows)]
-        t_amax = float(np.max(np.abs(finite))) if finite.size else 0.0
-        if t_amax > 0:
-            tensor_scale = float(np.float32(t_amax) / np.float32(_NVFP4_TENSOR_DIVISOR))
-        target = np.where(bad, 0.0, amax) / (6.0 * tensor_scale)
-        e4m3_mode = {"even": "nearest_even", "ceil": "up", "floor": "down"}[rule]
-        scale = np.asarray(_round(target, E4M3FN, e4m3_mode, overflow="saturate"), np.float64)
-        scale_codes = np.asarray(to_bits(scale, E4M3FN)).astype(np.uint8)
-        divisor = scale * tensor_scale
-    else:
-        e = _mx_exponent(amax, rule, bf.element)
-        scale = np.ldexp(1.0, e)
-        scale_codes = (e + E8M0FNU.bias).astype(np.uint8)
-        divisor = scale
-    live = ~bad & (divisor > 0)
-    scaled = blocks / np.where(live, divisor, 1.0)[..., None]
-    elements = np.asarray(_round(scaled, bf.element, mode, rng=rng, overflow="saturate"))
-    # a zero scale (NVFP4 scale underflow, all-zero block) keeps each element's sign of zero
-    elements = np.where(live[..., None], elements, np.copysign(0.0, np.where(bad[..., None],
-                                                                               1.0, blocks)))
-    if bf.integer:
-        elements = elements + 0.0  # integers have no -0: -0 + 0 = +0
-    values = elements * divisor[..., None]
-    values = np.where(bad[..., None], np.nan, values)
-    scale = np.where(bad, np.nan, scale)
-    scale_codes = np.where(bad, np.uint8(E4M3FN.max_code + 1 if bf.two_level else 0xFF),
-                           scale_codes).astype(np.uint8)
-    return _Blocks(scale, scale_codes, tensor_scale, scaled, elements, values, amax)
-
-
-def _record(site: str, bf: BlockFormat, b: _Blocks, n: int) -> None:
-    live = np.isfinite(b.scale)[..., None]
-    sat = int(np.count_nonzero(live & (np.abs(b.scaled) > bf.element.max)))
-    flushed = int(np.count_nonzero(live & (b.scaled != 0) & (b.elements == 0)))
-    clipped = int(np.count_nonzero(np.isfinite(b.scale) & (np.max(np.abs(b.scaled), axis=-1)
-                                                           > bf.element.max)))
-    record_blocks(site, bf.name, (int(b.scale.size), n, sat, flushed, clipped))
+def _run_blocks(rows: np.ndarray, out: np.ndarray | None, codes: np.ndarray | None,
+                scodes: np.ndarray | None, bf: BlockFormat, rule: str, mode: RoundingMode,
+                rng: object, rng_bits: int | None, counting: bool) -> tuple[np.ndarray, float]:
+    """The general kernel (fpsim.kernels.mx_general) over C-contiguous rows: dequantized values
+    into ``out`` and/or element and block-scale codes into ``codes``/``scodes``. Returns
+    (the monitor's counts, the tensor scale)."""
+    r, n = rows.shape
+    ts = tensor_scale_of(_tensor_amax(rows, bf.block), bf) if bf.two_level else 1.0
+    if not rows.size:
+        return np.zeros(4, np.int64), ts
+    f64 = np.dtype(np.float64)
+    seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
+    scale_mode = get_mode({"even": "nearest_even", "ceil": "up", "floor": "down"}[rule])
+    elem = bf.element
+    none = np.empty(1, rows.dtype)
+    parts = _kernels.run(
+        mx_blocks, r * -(-n // bf.block),
+        (rows.reshape(-1), none if out is None else out.reshape(-1),
+         np.empty(1, np.uint8) if codes is None else codes.reshape(-1),
+         np.empty(1, np.uint8) if scodes is None else scodes.reshape(-1)),
+        (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
+         elem.mantissa_bits, bf.integer, _kernels.mode_bits(mode, rng_bits), seed,
+         _kernels.carrier_constants(f64), format_constants(elem, f64, True, "saturate"),
+         _kernels.mode_bits(scale_mode), format_constants(E4M3FN, f64, True, "saturate"),
+         out is not None, codes is not None, counting,
+         (elem.bias, elem.emin, 1 << (elem.bits - 1), E4M3FN.max_code + 1 if bf.two_level
+          else 0xFF, E4M3FN.bias, E4M3FN.mantissa_bits, E4M3FN.emin, E8M0FNU.bias)),
+        work=rows.size)
+    return np.sum(parts, axis=0), ts
 
 
 def _prepare(x: object, fmt: BlockFormat | str, axis: int
@@ -256,44 +287,47 @@ def quantize(
     mode: str | RoundingMode = "nearest_even",
     rng: object = None,
     site: str | None = None,
+    rng_bits: int | None = None,
 ) -> np.ndarray:
     """``x`` block-quantized to ``fmt`` and dequantized, in x's dtype (float32 or float64).
 
     Blocks run along ``axis``; ``scale_rounding`` is "floor" (the OCP rule, the MX default),
     "ceil" or "even" (the NVFP4 default); ``mode`` rounds the elements (``rng`` drives
-    "stochastic"). See the module docstring for every rule.
+    "stochastic", ``rng_bits`` sets its random bits per element as in ``fpsim.round``). See
+    the module docstring for every rule.
 
     >>> quantize(np.float32([500.0, 1.0, -3.3]), "mxfp8_e4m3")
     array([448. ,   1. ,  -3.25], dtype=float32)
     """
     arr, bf, ax = _prepare(x, fmt, axis)
-    rule = _scale_rule(scale_rounding, bf)
+    rule = scale_rule(scale_rounding, bf)
     mode = get_mode(mode)
-    rows = _rows(arr, ax)
+    rng_bits = check_rng_bits(rng_bits, mode)
     counting = monitor_is_active()
     p = None
     if arr.dtype == np.float32 and mode is RoundingMode.NEAREST_EVEN and not bf.two_level:
         p = nearest_even_f32_constants(bf.element, True, "saturate", finite_input=True)
-    if p is not None:
-        out = np.empty_like(rows)
+    rows = _rows(arr, ax)
+    # a copy made for the kernel (axis not last) takes the result in place: each block is
+    # read whole (its amax) before it is written
+    out = rows if not np.shares_memory(rows, arr) else np.empty_like(rows)
+    r, n = rows.shape
+    nblocks = r * -(-n // bf.block)
+    if not rows.size:
+        counts = np.zeros(4, np.int64)
+    elif p is not None:
         elem = bf.element
-        r, n = rows.shape
-        nblocks = r * -(-n // bf.block)
-        parts = [np.zeros(4, np.int64)] if not rows.size else _kernels.run(
+        counts = np.sum(_kernels.run(
             mx_quantize_f32, nblocks, (rows.reshape(-1), out.reshape(-1)),
             (n, bf.block, SCALE_RULES.index(rule), elem.emax, elem.max, elem.mantissa_bits, p,
-             counting), work=rows.size)
-        counts = np.sum(parts, axis=0)
+             counting), work=rows.size), axis=0)
         if bf.integer:
             np.add(out, 0.0, out=out)  # integers have no -0: -0 + 0 = +0
-        if counting:
-            record_blocks(site or "mx", bf.name, (nblocks, rows.size, int(counts[1]),
-                                                  int(counts[2]), int(counts[3])))
     else:
-        b = _quantize_blocks(rows, bf, rule, mode, rng)
-        if counting:
-            _record(site or "mx", bf, b, rows.size)
-        out = _flat_blocks(b.values)[:, :rows.shape[1]].astype(arr.dtype)
+        counts = _run_blocks(rows, out, None, None, bf, rule, mode, rng, rng_bits, counting)[0]
+    if counting:
+        record_blocks(site or "mx", bf.name, (nblocks, rows.size, int(counts[1]),
+                                              int(counts[2]), int(counts[3])))
     return _unrows(out, arr.shape, ax)
 
 
@@ -308,6 +342,7 @@ def encode(
     scale_rounding: str | None = None,
     mode: str | RoundingMode = "nearest_even",
     rng: object = None,
+    rng_bits: int | None = None,
 ) -> tuple[Scales, np.ndarray]:
     """``(scales, element_codes)`` of ``x`` in ``fmt`` (NVFP4: ``((block_scale_codes,
     tensor_scale), element_codes)``); ``decode`` inverts it: ``decode(*encode(x, f), f) ==
@@ -321,20 +356,52 @@ def encode(
     (array([127], dtype=uint8), array([126,  56, 197], dtype=uint8))
     """
     arr, bf, ax = _prepare(x, fmt, axis)
-    rule = _scale_rule(scale_rounding, bf)
+    rule = scale_rule(scale_rounding, bf)
     rows = _rows(arr, ax)
-    b = _quantize_blocks(rows, bf, rule, get_mode(mode), rng)
-    elements = _flat_blocks(b.elements)[:, :rows.shape[1]]
-    if bf.integer:
-        codes = np.rint(elements * 64).astype(np.int64).astype(np.int8).view(np.uint8)
-    else:
-        codes = np.asarray(to_bits(elements, bf.element)).astype(np.uint8)
-    scale_shape = arr.shape[:ax] + (b.scale.shape[-1],) + arr.shape[ax + 1:] if arr.ndim else ()
-    scale_codes = _unrows(b.scale_codes, scale_shape, ax)
+    r, n = rows.shape
+    mode = get_mode(mode)
+    codes = np.empty(rows.shape, np.uint8)
+    scodes = np.empty((r, -(-n // bf.block)), np.uint8)
+    _, ts = _run_blocks(rows, None, codes, scodes, bf, rule, mode, rng,
+                        check_rng_bits(rng_bits, mode), False)
+    scale_shape = arr.shape[:ax] + (scodes.shape[-1],) + arr.shape[ax + 1:] if arr.ndim else ()
+    scale_codes = _unrows(scodes, scale_shape, ax)
     element_codes = _unrows(codes, arr.shape, ax)
     if bf.two_level:
-        return (scale_codes, np.float32(b.tensor_scale)), element_codes
+        return (scale_codes, np.float32(ts)), element_codes
     return scale_codes, element_codes
+
+
+def _check_tensor_scale(value: object) -> float:
+    """NVFP4's tensor scale: a positive finite float (encode returns a float32)."""
+    real = isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(
+        value, (bool, np.bool_))
+    t = float(value) if real else math.nan  # type: ignore[arg-type]
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"nvfp4 tensor_scale must be a positive finite number (encode returns "
+                         f"a float32), got {value!r}")
+    return t
+
+
+def _check_scale_codes(scales: object, bf: BlockFormat) -> np.ndarray:
+    """Scale codes as encode returns them: uint8; a two-level (E4M3) block scale has no sign."""
+    s = np.asarray(scales)
+    if s.dtype != np.uint8:
+        bad = ""
+        if s.size and s.dtype.kind in "biuf":
+            flat = s.reshape(-1)
+            wrong = flat[(flat != np.floor(flat)) | (flat < 0) | (flat > 255)] if (
+                s.dtype.kind == "f") else flat[(flat < 0) | (flat > 255)]
+            if wrong.size:
+                bad = f"; {wrong[0].item()!r} is not a code 0..255"
+        raise TypeError(f"scales must be uint8 codes (as encode returns), got dtype {s.dtype}"
+                        f"{bad}")
+    if bf.two_level:
+        signed = s[(s & 0x80) != 0]
+        if signed.size:
+            raise ValueError(f"{bf.name} block scale codes must have the sign bit clear (a "
+                             f"scale is positive; codes 0..127), got code {int(signed[0])}")
+    return s
 
 
 def decode(
@@ -348,12 +415,12 @@ def decode(
         if not (isinstance(scales, tuple) and len(scales) == 2):
             raise TypeError("nvfp4 scales are a pair (block_scale_codes, tensor_scale), as "
                             "encode returns them")
-        scales, tensor_scale = np.asarray(scales[0]), float(scales[1])
+        scales, tensor_scale = np.asarray(scales[0]), _check_tensor_scale(scales[1])
     codes = np.asarray(element_codes)
     if codes.dtype != np.uint8:
         raise TypeError(f"element_codes must be uint8 codes (as encode returns), got dtype "
                         f"{codes.dtype}")
-    s = np.asarray(scales)
+    s = _check_scale_codes(scales, bf)
     ax = _check_axis(axis, codes.ndim)
     rows = _rows(codes, ax)
     nb = -(-rows.shape[1] // bf.block)
@@ -372,50 +439,5 @@ def decode(
     return _unrows(values.astype(np.float32), codes.shape, ax)
 
 
-def explain(block: object, fmt: BlockFormat | str, *, scale_rounding: str | None = None,
-            mode: str | RoundingMode = "nearest_even") -> str:
-    """One block's quantization as text: amax, the chosen scale, each element before and
-    after, and which saturated or flushed to zero. ``block`` is 1-D, at most one block long
-    (for nvfp4 it is a one-block tensor: its own amax sets the tensor scale).
-
-    >>> print(explain(np.float32([500.0, 1.0, 1e-4]), "mxfp8_e4m3"))  # doctest: +ELLIPSIS
-    mxfp8_e4m3 block of 3 (element float8_e4m3fn, max 448, emax 8; scale float8_e8m0fnu)
-    amax 500 -> shared exponent floor(log2 500) - 8 = 0 (scale_rounding 'floor'): scale 2^0 ...
-    ...
-    """
-    bf = get_block_format(fmt)
-    x = as_float_array(block)
-    if x.ndim != 1 or not 0 < x.size <= bf.block:
-        raise ValueError(f"block must be 1-D with 1..{bf.block} elements for {bf.name}, got "
-                         f"shape {x.shape}")
-    rule = _scale_rule(scale_rounding, bf)
-    b = _quantize_blocks(x.reshape(1, -1), bf, rule, get_mode(mode), 0)
-    elem = bf.element
-    lines = [f"{bf.name} block of {x.size} (element {elem.name}, max {elem.max:g}, emax "
-             f"{elem.emax}; scale {bf.scale.name})"]
-    amax, scale, code = float(b.amax[0, 0]), float(b.scale[0, 0]), int(b.scale_codes[0, 0])
-    if not np.isfinite(scale):
-        lines.append(f"amax {amax:g}: the block holds NaN or inf -> NaN scale (code "
-                     f"0x{code:02x}); every element decodes to NaN")
-    elif bf.two_level:
-        lines.append(f"amax {amax:g}, tensor scale {b.tensor_scale:g}: block scale "
-                     f"{amax:g} / (6 * {b.tensor_scale:g}) -> {scale:g} in E4M3 (code "
-                     f"0x{code:02x}, scale_rounding {rule!r})")
-    else:
-        e = code - E8M0FNU.bias
-        how = ("all zero: the smallest scale" if amax == 0 else
-               f"floor(log2 {amax:g}) - {elem.emax} = {int(np.floor(np.log2(amax))) - elem.emax}"
-               + (f", {rule} rule -> {e}" if rule != "floor" else ""))
-        lines.append(f"amax {amax:g} -> shared exponent {how} (scale_rounding {rule!r}): "
-                     f"scale 2^{e} (E8M0 code 0x{code:02x})")
-    for i in range(x.size):
-        v, s, q, r = (float(x[i]), float(b.scaled[0, 0, i]), float(b.elements[0, 0, i]),
-                      float(b.values[0, 0, i]))
-        note = ""
-        if np.isfinite(scale) and abs(s) > elem.max:
-            note = f"  saturated to +-{elem.max:g}"
-        elif np.isfinite(scale) and s != 0 and q == 0:
-            note = "  flushed to zero"
-        lines.append(f"  [{i:2d}] {v:<14.7g} / scale = {s:<14.7g} -> element {q:<10g} -> "
-                     f"{r:.7g}{note}")
-    return "\n".join(lines)
+# explain runs the numpy reference path, which builds on this module
+from fpsim.mx_explain import explain as explain  # noqa: E402

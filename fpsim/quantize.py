@@ -22,7 +22,13 @@ from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record as monitor_record
-from fpsim.rounding import RoundingMode, get_mode, resolve_overflow, resolve_subnormals
+from fpsim.rounding import (
+    RoundingMode,
+    check_rng_bits,
+    get_mode,
+    resolve_overflow,
+    resolve_subnormals,
+)
 
 _INT_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 _FLOAT32_EMIN = -126
@@ -169,6 +175,7 @@ def round(
     overflow: str | None = None,
     out: np.ndarray | None = None,
     site: str | None = None,
+    rng_bits: int | None = None,
 ) -> np.ndarray:
     """Round every element of ``x`` to the nearest value of ``fmt`` under ``mode`` (exactly).
 
@@ -177,7 +184,11 @@ def round(
     in formats without -0), +-inf stays inf where the format has inf and otherwise follows the
     overflow policy. ``subnormals=False`` flushes results below ``smallest_normal`` to signed
     zero; ``overflow`` ("inf", "saturate", "nan") overrides the format's overflow policy.
-    ``rng`` (a seed or numpy Generator) drives ``mode="stochastic"``, reproducibly.
+    ``rng`` (a seed or numpy Generator) drives ``mode="stochastic"``, reproducibly;
+    ``rng_bits=r`` draws r random bits per element instead of the full-precision draw (None):
+    the value then goes up with probability ``floor(f * 2^r) / 2^r`` for the dropped fraction
+    ``f`` of the last place, as hardware with r random bits does (see
+    ``fpsim.rounding.check_rng_bits``).
     ``out`` (same shape, same dtype as the result; it may be ``x`` itself) receives the result.
     ``site`` names this call in an active ``fpsim.monitor``.
 
@@ -185,7 +196,7 @@ def round(
     array([65504.,    inf,     0.], dtype=float32)
     """
     return round_array(x, fmt, mode, rng=rng, subnormals=subnormals, overflow=overflow, out=out,
-                       site=site)
+                       site=site, rng_bits=rng_bits)
 
 
 def round_array(
@@ -199,12 +210,14 @@ def round_array(
     out: np.ndarray | None = None,
     site: str | None = None,
     parallel: bool = True,
+    rng_bits: int | None = None,
 ) -> np.ndarray:
     """fpsim.round, with ``parallel=False`` to keep the plain float32 nearest-even kernel on
     the calling thread (fpsim.matmul rounds a BLAS result that way, leaving the cores to BLAS).
     Large arrays are otherwise rounded in blocks on fpsim.kernels.threads' pool."""
     fmt = get_format(fmt)
     mode = get_mode(mode)
+    rng_bits = check_rng_bits(rng_bits, mode)
     policy = resolve_overflow(fmt, overflow)
     subnormals = resolve_subnormals(fmt, subnormals)
     arr = as_float_array(x)
@@ -213,7 +226,7 @@ def round_array(
         arr = _validate.check_out(out, arr)
 
     if not fmt.zero:
-        result, counts = round_exponent_only(arr, fmt, mode, rng, policy)
+        result, counts = round_exponent_only(arr, fmt, mode, rng, policy, rng_bits)
         if monitor_is_active():
             monitor_record(site or "round", fmt, arr.size, counts)
         if out is not None:
@@ -222,9 +235,10 @@ def round_array(
         return result[()] if result.ndim == 0 else result
     if dtype == np.float32 and _needs_wide_carrier(fmt, subnormals):
         result = np.empty(arr.shape, dtype=dtype) if out is None else out  # (checked above)
-        _round_through_float64(arr, result, fmt, mode, rng, subnormals, policy, site)
+        _round_through_float64(arr, result, fmt, mode, rng, subnormals, policy, site, rng_bits)
     else:
-        result = _round_in_carrier(arr, out, fmt, mode, rng, subnormals, policy, site, parallel)
+        result = _round_in_carrier(arr, out, fmt, mode, rng, subnormals, policy, site, parallel,
+                                   rng_bits)
     if out is not None and result is not out:
         out[...] = result
         result = out
@@ -236,6 +250,7 @@ def round_array(
 def _round_in_carrier(
     arr: np.ndarray, out: np.ndarray | None, fmt: Format, mode: RoundingMode, rng: object,
     subnormals: bool, policy: str, site: str | None, parallel: bool,
+    rng_bits: int | None = None,
 ) -> np.ndarray:
     """arr rounded in its own dtype (the carrier); into ``out`` when it is C-contiguous.
 
@@ -257,7 +272,7 @@ def _round_in_carrier(
     c = _kernels.carrier_constants(dtype)
     f = format_constants(fmt, dtype, subnormals, policy)
     seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
-    general_args = (_kernels.mode_bits(mode), seed, c, f)
+    general_args = (_kernels.mode_bits(mode, rng_bits), seed, c, f)
     before: tuple = (src, dst)
     after: tuple
     if fast is not None:
@@ -268,7 +283,7 @@ def _round_in_carrier(
             dtype, mode, counting, fmt, subnormals, policy)) is not None:
         kernel, after = directed
         before = (src.view(np.float32), dst.view(np.float32))
-    elif n >= _kernels.SPECIALISE_MIN:
+    elif n >= _kernels.SPECIALISE_MIN and rng_bits is None:
         kernel, after = _kernels.specialised_range(mode, counting), (seed, c, f)
     else:
         kernel = _kernels.round_count_range if counting else _kernels.round_range
@@ -308,7 +323,7 @@ _WIDE_CHUNK = 1 << 16
 
 def _round_through_float64(
     arr: np.ndarray, result: np.ndarray, fmt: Format, mode: RoundingMode, rng: object,
-    subnormals: bool, policy: str, site: str | None,
+    subnormals: bool, policy: str, site: str | None, rng_bits: int | None = None,
 ) -> None:
     """result (float32, arr's shape, not overlapping arr) = arr rounded via the float64
     carrier, chunk by chunk; a stochastic stream continues across chunks (one seed, each
@@ -324,7 +339,7 @@ def _round_through_float64(
     f = format_constants(fmt, np.dtype(np.float64), subnormals, policy)
     seed = _seed(rng) if mode is RoundingMode.STOCHASTIC else 0
     counting = monitor_is_active()
-    m = _kernels.mode_bits(mode)
+    m = _kernels.mode_bits(mode, rng_bits)
     n = flat_in.size
     wide = np.empty(min(n, _WIDE_CHUNK), dtype=np.float64)
     kernel = _kernels.round_count_range if counting else _kernels.round_range

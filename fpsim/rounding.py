@@ -42,6 +42,7 @@ from decimal import Decimal
 from enum import Enum
 from fractions import Fraction
 from functools import partial
+from numbers import Integral
 from types import MappingProxyType
 
 from fpsim._names import unknown_name
@@ -91,6 +92,30 @@ def resolve_overflow(fmt: Format, overflow: str | None) -> str:
     if overflow == "nan" and not fmt.has_nan:
         raise ValueError(f"overflow='nan' needs a format with NaN; {fmt.name} has none")
     return overflow
+
+
+RNG_BITS_MAX = 56  # the kernels draw 56 random bits per element
+
+
+def check_rng_bits(rng_bits: object, mode: RoundingMode) -> int | None:
+    """``rng_bits`` checked: None (the full-precision draw) or an int 1..56, stochastic only.
+
+    With r random bits, stochastic rounding goes up with probability ``floor(f * 2^r) / 2^r``
+    for the fraction ``f`` of the last place that is dropped (r bits added at the top of the
+    dropped bits, then truncation): f itself when f has at most r bits, else a little less,
+    a bias toward zero below ``2^-r`` of the last place (Fitzgibbon and Felix, "On Stochastic
+    Rounding with Few Random Bits", ARITH 2025).
+    """
+    if rng_bits is None:
+        return None
+    if (isinstance(rng_bits, bool) or not isinstance(rng_bits, Integral)
+            or not 1 <= int(rng_bits) <= RNG_BITS_MAX):
+        raise ValueError(f"rng_bits must be None (the full-precision draw) or an int from 1 to "
+                         f"{RNG_BITS_MAX}, got {rng_bits!r}")
+    if mode is not RoundingMode.STOCHASTIC:
+        raise ValueError(f"rng_bits applies to mode='stochastic' only, got mode={mode.value!r} "
+                         f"with rng_bits={rng_bits!r}")
+    return int(rng_bits)
 
 
 def resolve_subnormals(fmt: Format, subnormals: object) -> bool:
@@ -352,13 +377,15 @@ def trace(
     subnormals: bool | None = None,
     overflow: str | None = None,
     u: Draw = None,
+    rng_bits: int | None = None,
 ) -> RoundingTrace:
     """Round one number to ``fmt`` exactly, recording each step (the module docstring's 1-4).
 
     ``x`` is taken at its exact value (a float64 is not rounded to float32 first; an int,
     Fraction, Decimal or decimal string is not rounded to float64 first: see ``exact_value``).
     ``u`` is the uniform draw in [0, 1) that stochastic rounding compares with ``f`` (a Fraction
-    is allowed).
+    is allowed); with ``rng_bits=r`` it is compared with ``floor(f * 2^r) / 2^r`` instead, the
+    probability of going up with r random bits (see ``check_rng_bits``).
 
     >>> t = trace(1e-5, "fp16")
     >>> t.q, t.k, (t.guard, t.round_bit, t.sticky), t.why, t.result
@@ -366,6 +393,7 @@ def trace(
     """
     fmt = get_format(fmt)
     mode = get_mode(mode)
+    rng_bits = check_rng_bits(rng_bits, mode)
     subnormals = resolve_subnormals(fmt, subnormals)
     policy = resolve_overflow(fmt, overflow)
     value = exact_value(x)
@@ -392,7 +420,8 @@ def trace(
     k = math.floor(scaled)
     f = scaled - k
     rule = mode_rule(mode)
-    why = rule.decide(f, negative, code_is_odd(k, q, fmt), u) if f else Why.EXACT
+    drawn = f if rng_bits is None else Fraction(math.floor(f * 2**rng_bits), 2**rng_bits)
+    why = rule.decide(drawn, negative, code_is_odd(k, q, fmt), u) if f else Why.EXACT
     if f and not fmt.zero and e == fmt.emin and rule.nearest:
         why = Why.LOWEST_BINADE_UP
     magnitude = (k + why.up) * Fraction(2) ** q
@@ -419,13 +448,15 @@ def round_scalar(
     subnormals: bool | None = None,
     overflow: str | None = None,
     u: Draw = None,
+    rng_bits: int | None = None,
 ) -> float:
     """Round one number to ``fmt`` exactly; the specification that ``fpsim.round`` must equal.
 
     ``x`` is taken at its exact value (a float64 is not rounded to float32 first; an int,
     Fraction, Decimal or decimal string not to float64). ``u`` is the uniform draw in [0, 1)
-    that stochastic rounding compares with the fraction. The steps are those of ``trace``; a NaN
-    result keeps the input's sign.
+    that stochastic rounding compares with the fraction (with ``rng_bits=r``, with the fraction
+    cut to r bits: see ``check_rng_bits``). The steps are those of ``trace``; a NaN result
+    keeps the input's sign.
 
     >>> round_scalar(65519.99, "fp16"), round_scalar(65520.0, "fp16")
     (65504.0, inf)
@@ -434,4 +465,5 @@ def round_scalar(
     >>> round_scalar(-500.0, "e4m3fn"), round_scalar("1e400", "fp16")
     (nan, inf)
     """
-    return trace(x, fmt, mode, subnormals=subnormals, overflow=overflow, u=u).result
+    return trace(x, fmt, mode, subnormals=subnormals, overflow=overflow, u=u,
+                 rng_bits=rng_bits).result

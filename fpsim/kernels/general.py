@@ -55,7 +55,7 @@ class ModeBits(NamedTuple):
     ALL_POS: int  # add 2^s - 1 to a positive value
     ALL_NEG: int  # add 2^s - 1 to a negative value
     ODD: int
-    STOCHASTIC: int
+    STOCHASTIC: int  # 0, or the random bits per element: 1..56 (56: the full-precision draw)
     TINY_POS: int  # a positive value below 2^q goes up to 2^q when its bits are: _NONZERO,
     TINY_NEG: int  # _ABOVE_HALF (of 2^q), _HALF_OR_MORE, _NEVER; a negative one likewise
     ZERO_POS: int  # an overflow of a positive value goes to max (toward zero) instead
@@ -71,19 +71,24 @@ MODE_KERNELS: dict[RoundingMode, ModeBits] = {
     RoundingMode.UP: ModeBits(0, 0, 0, 1, 0, 0, 0, _NONZERO, _NEVER, 0, 1),
     RoundingMode.DOWN: ModeBits(0, 0, 0, 0, 1, 0, 0, _NEVER, _NONZERO, 1, 0),
     RoundingMode.ODD: ModeBits(0, 0, 0, 0, 0, 1, 0, _NONZERO, _NONZERO, 0, 0),
-    RoundingMode.STOCHASTIC: ModeBits(0, 0, 0, 0, 0, 0, 1, _NEVER, _NEVER, 0, 0),
+    RoundingMode.STOCHASTIC: ModeBits(0, 0, 0, 0, 0, 0, 56, _NEVER, _NEVER, 0, 0),
 }
 """The general kernel's switches for each rounding mode: the one table from a RoundingMode to
 its kernel (a test checks that every mode has an entry)."""
 
 
-def mode_bits(mode: RoundingMode) -> ModeBits:
-    """The kernel's switches for ``mode`` (MODE_KERNELS); a mode without an entry raises."""
+RANDOM_BITS = 56  # random bits drawn per element (splitmix64's top 56)
+
+
+def mode_bits(mode: RoundingMode, rng_bits: int | None = None) -> ModeBits:
+    """The kernel's switches for ``mode`` (MODE_KERNELS); a mode without an entry raises.
+    ``rng_bits`` (stochastic only, validated by the caller) sets the random bits per element."""
     try:
-        return MODE_KERNELS[mode]
+        bits = MODE_KERNELS[mode]
     except KeyError:
         raise ValueError(f"rounding mode {mode!r} has no kernel entry; entries exist for "
                          f"{[m.value for m in MODE_KERNELS]}") from None
+    return bits if rng_bits is None else bits._replace(STOCHASTIC=rng_bits)
 
 
 @njit(inline="always")
@@ -134,8 +139,15 @@ def _round_bits_overflow(bits, m, stochastic, seed, i, c, f):
     lsb = (((a >> s) + parity_shift) | np.int64(s >= CM and M > 0)) & 1
     # (-switch is 0 or all ones: an AND, where a multiplication would not vectorize cheaply)
     all_ones = -(m.ALL_NEG if negative else m.ALL_POS)
+    # stochastic with rb < 56 random bits: v uniform in [0, 2^rb) added at the top of the s
+    # dropped bits (below them when s < rb: then all s bits are random), so the value goes up
+    # with probability floor(f * 2^rb) / 2^rb for its fraction f of 2^s; with 56 bits, u's low
+    # s bits (s <= 52): probability f exactly
+    rb = m.STOCHASTIC
+    v = u >> (56 - rb)
+    rand = (u & mask) if rb >= 56 else (v << max(s - rb, 0)) >> max(rb - s, 0)
     add = ((((mask >> 1) & -m.HALF) + (lsb & -m.LSB) + m.ONE) & mask) + (mask & all_ones) + (
-        u & mask)
+        rand)
     r = (a + add) & ~mask
     # odd: truncate; if anything was dropped and the kept code is even, add 1
     r_odd = (a & ~mask) + (np.int64(((a & mask) != 0) & (lsb == 0)) << s)
@@ -143,15 +155,14 @@ def _round_bits_overflow(bits, m, stochastic, seed, i, c, f):
 
     # 0 <= value < 2^q (the smallest subnormal) becomes 0 or 2^q: up when its bits pass the
     # mode's threshold; stochastic: value = sig * 2^(e - CM) and 2^q = 2^(s + e - CM), so
-    # P(up) = sig / 2^s. u is uniform in [0, 2^56): up iff u < sig * 2^(56 - s), exact for
-    # s <= 56; beyond that the threshold is truncated (a bias below 2^-56). sig < 2^(CM + 1)
-    # and s > CM keep sig << (56 - st) below 2^56; the right shift is capped so it stays
-    # defined. (Computed for every element, used for the tiny ones: no branch in the loop.)
+    # f = sig / 2^s. v is uniform in [0, 2^rb): up iff v < floor(sig * 2^rb / 2^s), that is
+    # with probability floor(f * 2^rb) / 2^rb (f itself for s <= rb). sig < 2^s here, so
+    # sig << (rb - s) stays below 2^56; the right shift is capped so it stays defined.
+    # (Computed for every element, used for the tiny ones: no branch in the loop.)
     h = f.HALF_Q_BITS
     up = a > (_tiny_threshold(m.TINY_NEG, h) if negative else _tiny_threshold(m.TINY_POS, h))
     sig = (a & ((np.int64(1) << CM) - 1)) | (np.int64(eb > 0) << CM)
-    st = min(s_full, 56)
-    up_random = u < ((sig << (56 - st)) >> min(s_full - st, 63))
+    up_random = v < ((sig << max(rb - s_full, 0)) >> min(max(s_full - rb, 0), 63))
     up = up_random if stochastic else up
     if f.SUBNORMALS:
         r = r if a >= f.Q_BITS else (f.Q_BITS if up else 0)

@@ -81,8 +81,11 @@ def round_bits(
     parity_shift = (1 - EMIN - CBIAS) if M == 0 else 0
     lsb = (((a >> s) + parity_shift) | ((s >= CM) & (M > 0)).astype(np.int64)) & 1
     all_ones = np.where(negative, -m.ALL_NEG, -m.ALL_POS).astype(np.int64)
+    rb = m.STOCHASTIC  # as general._round_bits_overflow: rb random bits, 56 the full draw
+    v = u >> (56 - rb)
+    rand = (u & mask) if rb >= 56 else (v << np.maximum(s - rb, 0)) >> np.maximum(rb - s, 0)
     add = ((((mask >> 1) & -m.HALF) + (lsb & -m.LSB) + m.ONE) & mask) + (mask & all_ones) + (
-        u & mask)
+        rand)
     if m.ODD:
         r = (a & ~mask) + ((((a & mask) != 0) & (lsb == 0)).astype(np.int64) << s)
     else:
@@ -92,8 +95,8 @@ def round_bits(
         tiny = a < f.Q_BITS
         if m.STOCHASTIC:
             sig = (a & ((_I64(1) << CM) - 1)) | ((eb > 0).astype(np.int64) << CM)
-            st = np.minimum(s_full, 56)
-            up = u < ((sig << (56 - st)) >> np.minimum(s_full - st, 63))
+            up = v < ((sig << np.maximum(rb - s_full, 0))
+                      >> np.minimum(np.maximum(s_full - rb, 0), 63))
         else:
             h = f.HALF_Q_BITS
             up = a > np.where(negative, _tiny_threshold(m.TINY_NEG, h),

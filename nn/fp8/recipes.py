@@ -293,16 +293,25 @@ class BlockScaling(Recipe):
     """Block-scaled matmul inputs: ``fpsim.mx.quantize(x, fmt, axis=inner)`` (one scale per
     block of 32, E8M0 for MX; 16 with E4M3 scales and a tensor scale for NVFP4).
 
+    ``scale_rounding`` ("floor", "ceil", "even"; None: each format's default, "floor" for MX
+    as the OCP spec, "even" for NVFP4) is passed to ``fpsim.mx.quantize``: "ceil" is the
+    round-up rule of Transformer Engine and torchao, under which a block's largest element
+    never clips.
+
     >>> BlockScaling("mxfp8_e4m3").format("backward").name
     'mxfp8_e4m3'
     """
 
     per_tensor = False
 
-    def __init__(self, fmt: str = "mxfp8_e4m3", backward: str | None = None) -> None:
+    def __init__(self, fmt: str = "mxfp8_e4m3", backward: str | None = None,
+                 scale_rounding: str | None = None) -> None:
         super().__init__()
         self.forward_format = fpsim_mx.get_block_format(fmt)
         self.backward_format = fpsim_mx.get_block_format(backward or fmt)
+        for bf in (self.forward_format, self.backward_format):
+            fpsim_mx.scale_rule(scale_rounding, bf)  # refused here, not at the first matmul
+        self.scale_rounding = scale_rounding
 
     def format(self, role: str) -> fpsim_mx.BlockFormat:
         return (self.forward_format, self.backward_format)[_role(role)]
@@ -313,18 +322,23 @@ class BlockScaling(Recipe):
         step = self._steps.get(name, 0)
         self._steps[name] = step + 1
         with fpsim.monitor() as m, np.errstate(over="ignore", invalid="ignore"):
-            q = fpsim_mx.quantize(x, bf, axis=axis, site=name)
+            q = fpsim_mx.quantize(x, bf, axis=axis, site=name,
+                                  scale_rounding=self.scale_rounding)
         row = m.blocks.get(name, {"saturated": 0, "flushed": 0})
         self.log.append(TensorRecord(name, role, bf.name, step, _amax(x), 1.0, int(x.size),
                                      int(row["saturated"]), int(row["flushed"])))
         return q, 1.0
 
     def config(self) -> tuple[object, ...]:
-        return (type(self).__name__, self.forward_format.name, self.backward_format.name)
+        base = (type(self).__name__, self.forward_format.name, self.backward_format.name)
+        # (the default leaves the saved config as it was, so older checkpoints still load)
+        return base if self.scale_rounding is None else (*base, self.scale_rounding)
 
     def __repr__(self) -> str:
+        rounding = ("" if self.scale_rounding is None
+                    else f", scale_rounding={self.scale_rounding!r}")
         return (f"BlockScaling({self.forward_format.name!r}, backward="
-                f"{self.backward_format.name!r})")
+                f"{self.backward_format.name!r}{rounding})")
 
 
 class TF32Inputs(Recipe):
