@@ -4,16 +4,23 @@ matplotlib is an optional extra (``pip install fpsim[plot]``); it is imported in
 functions, so ``import fpsim`` works without it. Every helper draws on ``ax`` (a new figure if
 None), returns the Axes (``ax.figure`` is the Figure) and never calls ``show()``.
 
+``save(figure, path)`` writes a picture atomically (``fpsim.atomic``): a full disk leaves the
+previous file as it was, where ``figure.savefig(path)`` would leave half a file.
+
 >>> ax = fpsim.plot.number_line("e4m3fn", 0, 1)
->>> ax.figure.savefig("e4m3fn.png")
+>>> fpsim.plot.save(ax, "e4m3fn.png")  # doctest: +SKIP
+PosixPath('e4m3fn.png')
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fpsim.atomic import write_atomic
 from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.monitor import Monitor
@@ -30,6 +37,25 @@ def _axes(ax: Any) -> Any:
 
     _, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
     return ax
+
+
+def save(figure: Any, path: str | os.PathLike[str], **savefig_kwargs: Any) -> Path:
+    """Write ``figure`` (a matplotlib Figure, or an Axes: its figure) to ``path``, all or
+    nothing (``fpsim.atomic.write_atomic``); returns the path.
+
+    The picture's format is ``savefig_kwargs["format"]`` if given, else the file's suffix
+    (``.png``, ``.svg``, ``.pdf``), else matplotlib's default; the other keyword arguments go
+    to ``Figure.savefig``. A failed write raises ``fpsim.atomic.WriteError`` (an ``OSError``)
+    and leaves the previous file at ``path`` unchanged.
+    """
+    fig = figure if hasattr(figure, "savefig") else getattr(figure, "figure", None)
+    if fig is None or not hasattr(fig, "savefig"):
+        raise TypeError(f"figure must be a matplotlib Figure or Axes, got {figure!r:.60} "
+                        f"(a {type(figure).__name__})")
+    kwargs = dict(savefig_kwargs)
+    suffix = Path(os.fspath(path)).suffix.lstrip(".").lower()
+    kwargs["format"] = kwargs.get("format") or suffix or None
+    return write_atomic(path, lambda f: fig.savefig(f, **kwargs), what="picture")
 
 
 def _positive_values(fmt: Format, lo: float, hi: float) -> np.ndarray:
