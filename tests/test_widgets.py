@@ -255,3 +255,41 @@ def test_explorers_reject_bad_arguments_naming_them(monkeypatch):
         widgets.rounding_comparer(1.0, "fp17")
     with pytest.raises(ValueError, match="mantissa_bits must be in 0..23"):
         widgets.format_builder(4, 30)
+
+
+def _fp16_fate_of_exact_product(g: float, k: int) -> str:
+    """The fate in fp16 (nearest even) of the exact number g * 2^k, from Fraction thresholds:
+    |v| >= 65520 (halfway above max) overflows, |v| <= 2^-25 (half the smallest subnormal)
+    underflows, |v| < 2^-14 stays subnormal."""
+    from fractions import Fraction
+
+    k = max(min(k, 3000), -3000)  # beyond, every non-zero float64's product is far out of fp16
+    v = abs(Fraction(g) * Fraction(2) ** k)
+    if v >= 65520:
+        return "overflow"
+    if v <= Fraction(1, 2**25):
+        return "underflow"
+    return "subnormal" if v < Fraction(1, 2**14) else "normal"
+
+
+@pytest.mark.parametrize("k", [2000, -2000, 1100, -1100, 10**30, -(10**30), np.int64(-1050)])
+def test_scaled_fates_count_products_beyond_float64s_range(k):
+    # float64's ldexp gives inf or 0 there, which the monitor would count as no event
+    g = np.array([1.0, -3.5, 2.0**-1074, 2.0**1000, -(2.0**-40), 1e300, 5e-324 * 3])
+    fates = widgets.scaled_fates(g, k, "fp16")
+    expected = [_fp16_fate_of_exact_product(float(x), int(k)) for x in g]
+    assert fates.nonzero == g.size
+    assert fates.overflow == expected.count("overflow")
+    assert fates.underflow == expected.count("underflow")
+    assert fates.subnormal == expected.count("subnormal")
+
+
+def test_scaled_fates_of_2000_and_minus_2000_are_all_overflow_and_all_underflow():
+    g = np.random.default_rng(4).lognormal(-18, 4, 1000)
+    assert widgets.scaled_fates(g, 2000).overflow == g.size
+    assert widgets.scaled_fates(g, -2000).underflow == g.size
+
+
+def test_scaled_fates_refuses_a_numpy_bool_scale():
+    with pytest.raises(ValueError, match="log2_scale must be an integer"):
+        widgets.scaled_fates(np.ones(3), np.bool_(True))  # type: ignore[arg-type]

@@ -216,17 +216,41 @@ class ScaledFates:
         return self.nonzero - self.underflow - self.overflow
 
 
+# Past these, every non-zero float64 times 2^log2_scale lies beyond float64's max (2^1024 >
+# 2^-1074 * 2^2100) or below half its smallest subnormal (2^-1075 > 2^1024 * 2^-2100).
+_LOG2_SCALE_CLAMP = 2100
+
+
 def scaled_fates(gradients: np.ndarray, log2_scale: int, fmt: Format | str = "fp16"
                  ) -> ScaledFates:
-    """Round ``gradients * 2**log2_scale`` (exact in float64) to ``fmt`` and count the events."""
+    """Round ``gradients * 2**log2_scale`` to ``fmt`` (nearest even) and count the events.
+
+    The product is exact in float64 while it stays inside float64's range. Where it leaves it
+    (``scaled_fates(g, 2000)``, ``scaled_fates(g, -2000)``), the float64 product would be inf
+    or 0, an input the monitor counts as no event; each such element is rounded as
+    +-float64 max or +-2^-1074 instead, a stand-in whose fate in every format is that of the
+    exact product (far beyond the format's max, or far below half its smallest value): it
+    counts as an overflow or an underflow. float64 products below 2^-1022 lose bits, but
+    they lie far below the smallest value of every fpsim format (>= 2^-149), so their fate is
+    that of the exact product too.
+
+    >>> scaled_fates(np.ones(4), 2000).overflow, scaled_fates(np.ones(4), -2000).underflow
+    (4, 4)
+    """
     f = get_format(fmt)
-    if isinstance(log2_scale, bool) or not isinstance(log2_scale, int | np.integer):
+    if isinstance(log2_scale, bool | np.bool_) or not isinstance(log2_scale, int | np.integer):
         raise ValueError(f"log2_scale must be an integer (the scale is 2**log2_scale), "
                          f"got {log2_scale!r}")
     g = np.asarray(gradients, dtype=np.float64).ravel()
     g = g[np.isfinite(g) & (g != 0)]
+    k = min(max(int(log2_scale), -_LOG2_SCALE_CLAMP), _LOG2_SCALE_CLAMP)
+    with np.errstate(over="ignore", under="ignore"):
+        scaled = np.ldexp(g, k)
+    tiny = np.copysign(np.ldexp(1.0, -1074), g)
+    scaled = np.where(scaled == 0, tiny, scaled)  # below float64: the exact product's fate
+    scaled = np.where(np.isinf(scaled), np.copysign(np.finfo(np.float64).max, g), scaled)
     with monitor() as m:
-        round_array(np.ldexp(g, int(log2_scale)), f)
+        round_array(scaled, f)
     counts = m.total()
     return ScaledFates(int(log2_scale), int(g.size), counts["underflow"], counts["subnormal"],
                        counts["overflow"])
