@@ -214,6 +214,17 @@ def _not_representable(value: float, fmt: Format) -> ValueError:
         return ValueError(f"{fmt.name} has no NaN code (nan={fmt.nan!r}); it cannot encode NaN")
     if np.isinf(value):
         return ValueError(f"{fmt.name} has no inf (nan={fmt.nan!r}); it cannot encode {value}")
+    if value == 0 and not fmt.zero:
+        return ValueError(
+            f"{value!r} is not a value of {fmt.name}: it has no zero (an exponent-only scale "
+            f"format: every code is a power of two, the smallest 2^{fmt.emin} = "
+            f"{fmt.smallest_normal!r})"
+        )
+    if value < 0 and not fmt.signed:
+        return ValueError(
+            f"{value!r} is not a value of {fmt.name}: it is unsigned (values "
+            f"{0.0 if fmt.zero else fmt.smallest_normal!r} .. {fmt.max!r}, no negative numbers)"
+        )
     if abs(value) > fmt.max:
         return ValueError(
             f"{value!r} is not a value of {fmt.name}: its magnitude exceeds max = {fmt.max!r}"

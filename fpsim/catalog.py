@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fpsim import _validate
 from fpsim._names import unknown_name
 from fpsim.formats import Format
 
@@ -53,12 +54,9 @@ def p3109(p: int, *, signed: bool = True, domain: str = "extended") -> Format:
     >>> f.name, f.max, f.smallest_subnormal, f.inf
     ('binary8p4se', 224.0, 0.0009765625, True)
     """
-    if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 7:
-        raise ValueError(f"p must be an integer in 1..7 (significand bits of a binary8 format), "
-                         f"got {p!r}")
-    if not isinstance(signed, bool):
-        raise ValueError(f"signed must be True or False, got {signed!r}")
-    if domain not in P3109_DOMAINS:
+    p = _validate.integer("p", p, 1, 7, "(significand bits of a binary8 format)")  # numpy too
+    signed = _validate.flag("signed", signed)
+    if not isinstance(domain, str) or domain not in P3109_DOMAINS:
         raise ValueError(f"domain must be one of {P3109_DOMAINS}, got {domain!r}")
     exponent_bits = 8 - p + (0 if signed else 1)
     name = f"binary8p{p}{'s' if signed else 'u'}{domain[0]}"

@@ -192,3 +192,35 @@ def test_asarray_with_copy_false_and_another_dtype_raises_as_numpy_2_requires():
     wide = np.asarray(a, dtype=np.float64)
     wide[0] = 0.1
     assert wide.dtype == np.float64 and a.numpy()[0] == 1.0
+
+
+# --- numpy integers and bools where Python ones are meant ------------------------------------
+def test_p3109_accepts_numpy_integers_and_numpy_bools_as_python_ones():
+    assert fpsim.p3109(np.int64(4)) == fpsim.p3109(4)
+    assert fpsim.p3109(np.uint8(3), signed=np.bool_(False)) == fpsim.p3109(3, signed=False)
+    assert type(fpsim.p3109(np.int64(4)).exponent_bits) is int  # stored as a Python int
+
+
+@pytest.mark.parametrize("bad", [True, np.True_, 4.0, "4", 0, np.int64(8)])
+def test_p3109_refuses_a_bool_or_non_integer_or_out_of_range_precision_naming_p(bad):
+    with pytest.raises(ValueError, match=r"p must be an integer in 1\.\.7 \(significand bits"):
+        fpsim.p3109(bad)
+
+
+@pytest.mark.parametrize("bad", [1, "False", None])
+def test_p3109_refuses_a_signed_flag_that_is_not_a_bool(bad):
+    with pytest.raises(ValueError, match="signed must be True or False"):
+        fpsim.p3109(4, signed=bad)
+
+
+def test_format_fields_accept_numpy_integers_and_bools_stored_as_python_ones():
+    f = fpsim.Format("h", np.int32(5), np.int64(10), bias=np.int16(15), subnormals=np.True_)
+    assert f == fpsim.Format("h", 5, 10) and f.max == 65504.0
+    assert {type(f.exponent_bits), type(f.mantissa_bits), type(f.bias)} == {int}
+    assert type(f.subnormals) is bool
+
+
+@pytest.mark.parametrize("bad", [np.True_, True, 5.0])
+def test_format_refuses_a_bool_or_float_where_bits_are_meant(bad):
+    with pytest.raises(ValueError, match=r"exponent_bits must be an integer in 1\.\.8"):
+        fpsim.Format("x", bad, 3)

@@ -49,7 +49,7 @@ def test_toggling_a_bit_twice_restores_the_code_and_bit_roles_follow_the_layout(
 def test_toggle_bit_and_decode_code_reject_out_of_range_input_naming_it():
     with pytest.raises(ValueError, match=r"bit must be an integer in 0\.\.7 for float8_e4m3fn"):
         widgets.toggle_bit(0, 8, "e4m3fn")
-    with pytest.raises(ValueError, match=r"code must be in 0\.\.255 .* got 256"):
+    with pytest.raises(ValueError, match=r"code must be an integer in 0\.\.255 for .* got 256"):
         widgets.decode_code(256, "e4m3fn")
 
 
@@ -144,7 +144,7 @@ def test_build_format_names_like_ml_dtypes_and_leaves_validation_to_format():
     assert widgets.build_format(5, 2, bias=11, subnormals=False).name == "e5m2b11_ftz"
     assert widgets.build_format(4, 3, nan="fn") == fpsim.Format("e4m3fn", 4, 3, nan="fn",
                                                                 inf=False)
-    with pytest.raises(ValueError, match="exponent_bits must be in 1..8"):
+    with pytest.raises(ValueError, match="exponent_bits must be an integer in 1..8"):
         widgets.build_format(9, 2)
 
 
@@ -253,7 +253,7 @@ def test_explorers_reject_bad_arguments_naming_them(monkeypatch):
         widgets.value_slider("fp16", 0, 1, 2)
     with pytest.raises(ValueError, match="unknown format"):
         widgets.rounding_comparer(1.0, "fp17")
-    with pytest.raises(ValueError, match="mantissa_bits must be in 0..23"):
+    with pytest.raises(ValueError, match="mantissa_bits must be an integer in 0..23"):
         widgets.format_builder(4, 30)
 
 
@@ -293,3 +293,15 @@ def test_scaled_fates_of_2000_and_minus_2000_are_all_overflow_and_all_underflow(
 def test_scaled_fates_refuses_a_numpy_bool_scale():
     with pytest.raises(ValueError, match="log2_scale must be an integer"):
         widgets.scaled_fates(np.ones(3), np.bool_(True))  # type: ignore[arg-type]
+
+
+def test_toggle_bit_and_decode_code_accept_numpy_integers():
+    code = np.uint16(0x3C00)
+    assert widgets.toggle_bit(code, np.int64(15), "fp16") == 0xBC00
+    assert widgets.decode_code(code, "fp16").value == 1.0
+
+
+@pytest.mark.parametrize("bad", [True, np.True_, 1.0])
+def test_toggle_bit_refuses_a_bool_or_float_bit_naming_it(bad):
+    with pytest.raises(ValueError, match=r"bit must be an integer in 0\.\.15 for float16"):
+        widgets.toggle_bit(0, bad, "fp16")

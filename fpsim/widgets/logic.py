@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fpsim import _validate
 from fpsim.bits import classify, from_bits, to_bits
 from fpsim.catalog import get_format
 from fpsim.explain import explain, field_string
@@ -50,19 +51,14 @@ def bit_roles(fmt: Format | str) -> list[str]:
 
 
 def _check_code(code: int, f: Format) -> int:
-    if isinstance(code, bool) or not isinstance(code, int | np.integer):
-        raise ValueError(f"code must be an integer in 0..{2**f.bits - 1}, got {code!r}")
-    if not 0 <= int(code) < 2**f.bits:
-        raise ValueError(f"code must be in 0..{2**f.bits - 1} for {f.name}, got {code}")
-    return int(code)
+    return _validate.integer("code", code, 0, 2**f.bits - 1, f"for {f.name}")
 
 
 def toggle_bit(code: int, bit: int, fmt: Format | str) -> int:
     """``code`` with bit number ``bit`` flipped (0 is the least significant mantissa bit)."""
     f = get_format(fmt)
     code = _check_code(code, f)
-    if isinstance(bit, bool) or not isinstance(bit, int) or not 0 <= bit < f.bits:
-        raise ValueError(f"bit must be an integer in 0..{f.bits - 1} for {f.name}, got {bit!r}")
+    bit = _validate.integer("bit", bit, 0, f.bits - 1, f"for {f.name}")
     return code ^ (1 << bit)
 
 
@@ -240,7 +236,7 @@ def scaled_fates(gradients: np.ndarray, log2_scale: int, fmt: Format | str = "fp
     f = get_format(fmt)
     if isinstance(log2_scale, bool | np.bool_) or not isinstance(log2_scale, int | np.integer):
         raise ValueError(f"log2_scale must be an integer (the scale is 2**log2_scale), "
-                         f"got {log2_scale!r}")
+                         f"got {log2_scale!r}")  # any integer: past +-2100 all fates are alike
     g = np.asarray(gradients, dtype=np.float64).ravel()
     g = g[np.isfinite(g) & (g != 0)]
     k = min(max(int(log2_scale), -_LOG2_SCALE_CLAMP), _LOG2_SCALE_CLAMP)
