@@ -110,7 +110,7 @@ def test_round_command_follows_mode_and_overflow_options(capsys):
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [(["explain", "abc"], "'abc' is not a number"),
-     (["explain", "1", "--format", "fp99"], "unknown format 'fp99'; known names:"),
+     (["explain", "1", "--format", "fp99"], "unknown format 'fp99'; formats: float32"),
      (["explain", "1"], "required: -f/--format"),
      (["round", "1", "--format", "fp16", "--mode", "sideways"], "unknown rounding mode"),
      (["round", "1"], "required: -f/--format"),

@@ -225,7 +225,7 @@ def test_explanation_follows_subnormal_and_overflow_overrides():
 
 
 def test_explain_rejects_unknown_formats_modes_and_non_numbers():
-    with pytest.raises(ValueError, match="unknown format 'fp99'; known names: .*fp16"):
+    with pytest.raises(ValueError, match="unknown format 'fp99'; formats: .*float16"):
         explain(1.0, "fp99")
     with pytest.raises(ValueError, match="unknown rounding mode 'sideways'; known modes: "
                                          "nearest_even"):
