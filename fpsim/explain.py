@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from fpsim.bits import decompose
 from fpsim.catalog import get_format
@@ -50,7 +51,7 @@ from fpsim.rounding import (
     trace,
 )
 
-__all__ = ["Explanation", "explain", "explanation", "field_string"]
+__all__ = ["Explanation", "ExplanationText", "explain", "explanation", "field_string"]
 
 _LABEL = 12  # width of the label column
 
@@ -70,6 +71,20 @@ class Explanation:
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
+
+
+class ExplanationText(str):
+    """The text ``explain`` returns: a ``str`` (equal to the text, every str method works and
+    returns a plain str) whose ``repr`` is the text itself, so a REPL or notebook shows the
+    lines instead of one quoted string full of ``\\n``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's display
+        printer.text(str.__str__(self))
 
 
 def _line(label: str, text: str) -> str:
@@ -366,8 +381,11 @@ def explain(
     *,
     subnormals: bool | None = None,
     overflow: str | None = None,
-) -> str:
+) -> ExplanationText:
     """How ``x`` rounds to ``fmt`` under ``mode``, step by step (the text of ``explanation``).
+
+    The text is an ``ExplanationText``: a ``str`` equal to the text, shown as its lines (not
+    as an escaped string) when a REPL or notebook displays it.
 
     The result always equals ``fpsim.round(x, fmt, mode)`` (for stochastic rounding: one of the
     two results shown, with the probabilities shown).
@@ -379,4 +397,4 @@ def explain(
     result:     inf
     ...
     """
-    return str(explanation(x, fmt, mode, subnormals=subnormals, overflow=overflow))
+    return ExplanationText(explanation(x, fmt, mode, subnormals=subnormals, overflow=overflow))
