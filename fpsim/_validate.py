@@ -166,7 +166,8 @@ def _longdouble_to_odd(arr: np.ndarray) -> np.ndarray:
     finite_in = np.isfinite(arr)
     too_big = finite_in & np.isinf(x)
     x = np.where(too_big, np.copysign(np.finfo(np.float64).max, x), x)
-    rest = np.where(finite_in & ~too_big, arr - x.astype(arr.dtype), 0)  # exact remainder
+    with np.errstate(invalid="ignore"):  # inf - inf where the input was beyond float64
+        rest = np.where(finite_in & ~too_big, arr - x.astype(arr.dtype), 0)  # exact remainder
     even = (x.view(np.int64) & 1) == 0
     step = finite_in & ~too_big & (rest != 0) & even
     toward = np.where(rest > 0, np.inf, -np.inf)

@@ -44,6 +44,7 @@ from fpsim.rounding import (
     RoundingMode,
     RoundingTrace,
     Why,
+    exact_value,
     floor_log2,
     get_mode,
     mode_rule,
@@ -324,6 +325,32 @@ def _result_lines(
     return lines
 
 
+def _float64(x: object) -> float:
+    """x as the float64 it is; a number that is not one (a Fraction such as 1/3, a numpy
+    integer beyond 2^53, a longdouble with more bits, an int beyond float64's range) is
+    refused: explaining its nearest float64 would explain another rounding than fpsim.round's,
+    which rounds the exact value. A 0-d array is its element; other arrays are refused."""
+    value = exact_value(x)  # type: ignore[arg-type]  # (it refuses what is not one number)
+    if not isinstance(value, Fraction):
+        return value
+    try:
+        nearest = float(value)
+    except OverflowError:
+        nearest = math.inf
+    if math.isfinite(nearest) and Fraction(nearest) == value:
+        return nearest
+    if not math.isfinite(nearest):
+        raise ValueError(
+            f"x = {x!r:.60} is beyond float64's range; explain shows how a float64 rounds "
+            f"(fpsim.round and fpsim.round_scalar round this exact value)"
+        )
+    raise ValueError(
+        f"x = {x!r:.60} is not a float64 (its nearest float64 is {nearest!r}); explain shows "
+        f"how a float64 rounds: pass float(x) to explain that one (fpsim.round and "
+        f"fpsim.round_scalar round the exact value, which may round differently)"
+    )
+
+
 def explanation(
     x: float,
     fmt: Format | str,
@@ -338,7 +365,7 @@ def explanation(
     resolve_overflow(fmt, overflow)  # validate before x, as round does
     if isinstance(x, (str, bytes, complex)) or not hasattr(x, "__float__"):
         raise TypeError(f"x must be a real number, got {x!r} ({type(x).__name__})")
-    x = float(x)
+    x = _float64(x)
     # u = 0 takes k + 1 whenever a draw decides; the draw u = f then gives the k outcome
     t = trace(x, fmt, mode, subnormals=subnormals, overflow=overflow, u=0.0)
     outcomes: tuple[RoundingTrace, ...] = (t,)

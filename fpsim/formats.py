@@ -74,6 +74,9 @@ class Format:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+        for text in ("name", "nan", "overflow"):  # np.str_ stored as str (its repr differs)
+            if isinstance(getattr(self, text), str):
+                object.__setattr__(self, text, str(getattr(self, text)))
         # numpy integers and bools are accepted and stored as Python ints and bools
         object.__setattr__(self, "exponent_bits", _check_int("exponent_bits",
                                                              self.exponent_bits, 1, 8))
@@ -237,7 +240,7 @@ class Format:
         return self.nan != "none"
 
     # --- containment (the one rule both promotion policies wrap) ----------------------------
-    def contains(self, other: Format) -> bool:
+    def contains(self, other: Format | str) -> bool:
         """True when every value ``other`` holds is a value of ``self``: every finite value,
         inf if ``other`` has inf, NaN if it has NaN. Exact, by the binades of ``other``.
 
@@ -251,7 +254,13 @@ class Format:
         >>> FP16.replace(subnormals=False).contains(FP16), FP16.contains(FP16.replace(
         ...     subnormals=False))
         (False, True)
+
+        ``other`` may be a name or alias (``FP32.contains("fp16")``), as everywhere else.
         """
+        if not isinstance(other, Format):
+            from fpsim.catalog import get_format  # (the catalog is built from this module)
+
+            other = get_format(other)
         return _contains(self, other)
 
     def quantum_at(self, e: int) -> int | None:

@@ -274,3 +274,126 @@ def test_the_format_table_notes_that_fp8_e4m3_and_e4m3_are_different_formats():
     notes = format_table().split("\nnotes:\n")[1]
     assert "float8_e4m3fn: the alias fp8_e4m3 means this format" in notes and "max 448" in notes
     assert "float8_e4m3: IEEE-style E4M3 with inf (max 240)" in notes
+
+
+# --- numpy scalars in the specification and in explain ---------------------------------------
+_WIDE_LONGDOUBLE = pytest.mark.skipif(np.finfo(np.longdouble).nmant <= 52,
+                                      reason="np.longdouble is float64 here")
+
+
+@pytest.mark.parametrize("mode", ["up", "down", "nearest_even", "toward_zero"])
+def test_round_scalar_takes_numpy_integers_at_their_exact_value(mode):
+    from fractions import Fraction
+
+    for x in (np.int64(2**62 + 1), np.uint64(2**64 - 1), np.int64(-(2**62) - 1)):
+        exact = fpsim.round_scalar(Fraction(int(x)), "fp32", mode)  # oracle: the exact integer
+        assert fpsim.round_scalar(x, "fp32", mode) == exact
+        assert float(fpsim.round(x, "fp32", mode)) == exact  # the spec and round agree
+
+
+@_WIDE_LONGDOUBLE
+@pytest.mark.parametrize("mode", ["up", "down", "nearest_even"])
+def test_round_scalar_takes_a_longdouble_at_its_exact_value(mode):
+    from fractions import Fraction
+
+    x = np.longdouble(1) + np.longdouble(2) ** -60  # not a float64
+    exact = fpsim.round_scalar(Fraction(1) + Fraction(1, 2**60), "fp32", mode)
+    assert fpsim.round_scalar(x, "fp32", mode) == exact == float(fpsim.round(x, "fp32", mode))
+
+
+def test_round_scalar_keeps_the_sign_of_a_numpy_negative_zero():
+    for z in (np.float32(-0.0), np.float16(-0.0), np.longdouble(-0.0)):
+        assert np.signbit(fpsim.round_scalar(z, "fp16"))
+
+
+@pytest.mark.parametrize("bad", [np.array([1.0, 2.0]), [1.0], None, 1 + 2j])
+def test_round_scalar_refuses_what_is_not_one_real_number_naming_x(bad):
+    with pytest.raises(TypeError, match="x must be one real number"):
+        fpsim.round_scalar(bad, "fp16")
+
+
+@pytest.mark.parametrize("x", [np.int64(2**62 + 1), 10**400, "fraction"])
+def test_explain_refuses_a_number_that_is_not_a_float64_instead_of_explaining_another(x):
+    from fractions import Fraction
+
+    x = Fraction(1, 3) if x == "fraction" else x
+    with pytest.raises(ValueError, match=r"x = .* (is not a float64|is beyond float64's range)"):
+        fpsim.explain(x, "fp16", "up")
+
+
+@_WIDE_LONGDOUBLE
+def test_explain_refuses_a_longdouble_with_more_bits_than_float64():
+    with pytest.raises(ValueError, match="is not a float64"):
+        fpsim.explain(np.longdouble(1) + np.longdouble(2) ** -60, "fp32", "up")
+
+
+def test_explain_takes_numbers_that_are_float64_values_as_those_values():
+    from fractions import Fraction
+
+    assert fpsim.explain(Fraction(1, 2), "fp16") == fpsim.explain(0.5, "fp16")
+    assert fpsim.explain(np.int64(3), "fp16") == fpsim.explain(3.0, "fp16")
+    assert fpsim.explain(np.float32(0.1), "fp16") == fpsim.explain(float(np.float32(0.1)),
+                                                                    "fp16")
+    assert fpsim.explain(np.array(2.5), "fp16") == fpsim.explain(2.5, "fp16")
+
+
+def test_explain_refuses_an_array_naming_x():
+    with pytest.raises(TypeError, match=r"x must be one real number, got array\(\[1\., 2\.\]\)"):
+        fpsim.explain(np.array([1.0, 2.0]), "fp16")
+
+
+# --- codes given as Python ints, empty lists; wide input without warnings ---------------------
+def test_from_bits_names_a_python_int_code_beyond_int64_as_out_of_range():
+    with pytest.raises(ValueError, match=r"code 1180591620717411303424 is out of range for "
+                                         r"float16: codes are 0\.\.65535"):
+        fpsim.from_bits(2**70, "fp16")
+
+
+def test_from_bits_of_an_object_array_of_ints_decodes_them():
+    codes = np.array([0x3C00, 1, 0x7BFF], dtype=object)
+    np.testing.assert_array_equal(fpsim.from_bits(codes, "fp16"),
+                                  np.array([0x3C00, 1, 0x7BFF], np.uint16).view(np.float16))
+
+
+def test_from_bits_of_an_empty_list_is_empty():
+    out = fpsim.from_bits([], "fp16")
+    assert out.shape == (0,) and out.dtype == np.float32
+
+
+@pytest.mark.parametrize("bad", [[1, "a"], np.array([1.5], dtype=object),
+                                 np.array([True], dtype=object)])
+def test_from_bits_refuses_non_integer_codes_naming_them(bad):
+    with pytest.raises(TypeError, match="codes must be integers"):
+        fpsim.from_bits(bad, "fp16")
+
+
+@_WIDE_LONGDOUBLE
+def test_a_longdouble_beyond_float64_rounds_without_a_runtime_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = fpsim.round(np.array([np.longdouble("1e4000"), 1.0], dtype=np.longdouble), "fp16")
+    np.testing.assert_array_equal(out, [np.inf, 1.0])
+
+
+def test_to_bits_of_an_int_beyond_float64_refuses_without_a_runtime_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="exceeds max"):
+            fpsim.to_bits(10**400, "fp32")
+
+
+# --- Format --------------------------------------------------------------------------------
+def test_contains_takes_a_format_name_as_every_other_format_argument_does():
+    assert fpsim.FP32.contains("fp16") is True and fpsim.FP16.contains("bf16") is False
+    with pytest.raises(ValueError, match="cannot make a format from 3"):
+        fpsim.FP32.contains(3)  # type: ignore[arg-type]
+
+
+def test_format_text_fields_given_as_numpy_strings_are_stored_as_str():
+    f = fpsim.Format(np.str_("h"), 5, 10, nan=np.str_("ieee"), overflow=np.str_("saturate"))
+    assert (type(f.name), type(f.nan), type(f.overflow)) == (str, str, str)
+    assert repr(f) == repr(fpsim.Format("h", 5, 10, overflow="saturate"))
