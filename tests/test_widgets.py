@@ -305,3 +305,20 @@ def test_toggle_bit_and_decode_code_accept_numpy_integers():
 def test_toggle_bit_refuses_a_bool_or_float_bit_naming_it(bad):
     with pytest.raises(ValueError, match=r"bit must be an integer in 0\.\.15 for float16"):
         widgets.toggle_bit(0, bad, "fp16")
+
+
+@pytest.mark.parametrize("call", [lambda x: widgets.neighbourhood(x, "fp16"),
+                                  lambda x: widgets.to_code(x, "fp16")])
+def test_the_value_explorers_refuse_an_array_naming_x(call):
+    with pytest.raises(ValueError, match=r"x must be one real number, got array"):
+        call(np.array([1.0, 2.0]))
+
+
+def test_neighbourhood_of_a_value_that_rounds_to_nan_has_a_nan_relative_error():
+    near = widgets.neighbourhood(0.0, "e8m0")  # E8M0 has no zero: 0 rounds to NaN
+    assert np.isnan(near.rounded) and np.isnan(near.abs_error) and np.isnan(near.rel_error)
+
+
+def test_scaled_fates_refuses_gradients_that_are_not_numbers_naming_them():
+    with pytest.raises(TypeError, match="gradients must be numeric"):
+        widgets.scaled_fates(["a"], 3)  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from fpsim.explain import explain, field_string
 from fpsim.formats import Format
 from fpsim.grid import ulp, values
 from fpsim.monitor import monitor
+from fpsim.quantize import as_float_array
 from fpsim.quantize import round as round_array
 from fpsim.rounding import MODE_NAMES, get_mode
 
@@ -104,7 +105,7 @@ def neighbourhood(x: float, fmt: Format | str, mode: str = "nearest_even") -> Ne
     if get_mode(mode).name.lower() == "stochastic":
         raise ValueError("mode must be a deterministic rounding mode, got 'stochastic' "
                          "(use compare_modes for its probability of rounding up)")
-    x = float(x)
+    x = _number("x", x)
     if not np.isfinite(x):
         raise ValueError(f"x must be a finite number, got {x!r}")
     below = float(round_array(x, f, "down"))
@@ -112,7 +113,7 @@ def neighbourhood(x: float, fmt: Format | str, mode: str = "nearest_even") -> Ne
     rounded = float(round_array(x, f, mode))
     gap = float(ulp(x, f))
     err = abs(rounded - x)
-    rel = err / abs(x) if x else (0.0 if err == 0 else np.inf)
+    rel = err / abs(x) if x else (0.0 if err == 0 else np.inf if err == err else np.nan)
     return Neighbourhood(x=x, below=below, above=above, rounded=rounded, ulp=gap, abs_error=err,
                          rel_error=rel, error_ulps=err / gap, cls=str(classify(rounded, f)))
 
@@ -237,7 +238,7 @@ def scaled_fates(gradients: np.ndarray, log2_scale: int, fmt: Format | str = "fp
     if isinstance(log2_scale, bool | np.bool_) or not isinstance(log2_scale, int | np.integer):
         raise ValueError(f"log2_scale must be an integer (the scale is 2**log2_scale), "
                          f"got {log2_scale!r}")  # any integer: past +-2100 all fates are alike
-    g = np.asarray(gradients, dtype=np.float64).ravel()
+    g = as_float_array(gradients, "gradients").astype(np.float64).ravel()
     g = g[np.isfinite(g) & (g != 0)]
     k = min(max(int(log2_scale), -_LOG2_SCALE_CLAMP), _LOG2_SCALE_CLAMP)
     with np.errstate(over="ignore", under="ignore"):
@@ -255,4 +256,16 @@ def scaled_fates(gradients: np.ndarray, log2_scale: int, fmt: Format | str = "fp
 def to_code(x: float, fmt: Format | str) -> int:
     """The code of x rounded to nearest even in ``fmt`` (the explorer's starting code)."""
     f = get_format(fmt)
-    return int(to_bits(round_array(float(x), f), f))
+    return int(to_bits(round_array(_number("x", x), f), f))
+
+
+def _number(name: str, x: object) -> float:
+    """x as one float: a real number (numpy's too, a 0-d array, a numeric string as float()
+    reads it); else a ValueError naming ``name`` (an array of several is not one number)."""
+    try:
+        if getattr(x, "ndim", 0) != 0 or isinstance(x, (list, tuple)):
+            raise TypeError
+        return float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be one real number, got {x!r:.60} "
+                         f"(a {type(x).__name__})") from None
