@@ -329,6 +329,10 @@ class RoundingTrace:
 ScalarInput = float | int | Fraction | Decimal | str
 
 
+# decimal exponents round_scalar and trace take (beyond, building the exact number takes long)
+MAX_DECIMAL_EXPONENT = 100_000
+
+
 def exact_value(x: ScalarInput) -> float | Fraction:
     """``x`` at its exact value: a float (numpy's too) as it is, NaN, inf and -0 included; an
     int (numpy's too), Fraction, Decimal or decimal string as the exact non-zero Fraction it
@@ -352,6 +356,10 @@ def exact_value(x: ScalarInput) -> float | Fraction:
             raise ValueError(f"x must be a number, got {x!r}") from None
         if not x.is_finite():
             return float(x)
+        if x and abs(x.adjusted()) > MAX_DECIMAL_EXPONENT:  # 10^(10^9): minutes to build
+            raise ValueError(f"x = {str(x)[:40]!r} has a decimal exponent beyond "
+                             f"+-{MAX_DECIMAL_EXPONENT}; every format rounds it as it rounds "
+                             f"1e{MAX_DECIMAL_EXPONENT} (or 1e-{MAX_DECIMAL_EXPONENT}): pass that")
     if isinstance(x, (int, Fraction, Decimal)):
         return Fraction(x) if x != 0 else float(x)
     try:
