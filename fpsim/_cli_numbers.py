@@ -32,12 +32,30 @@ class Number:
     value: float
 
 
+# A number written with a decimal exponent beyond +-_FAR (1e999999999) is read as the stand-in
+# +-10^(+-400): building the exact integer 10^999999999 would take minutes. Both are beyond
+# float64's range (or below its smallest subnormal), so the float64 and the note are the same.
+_FAR = 10_000
+_BIG = Fraction(10) ** 400
+
+
+def _stand_in(exponent: int, negative: bool) -> Fraction | None:
+    """The stand-in for a number of decimal exponent ``exponent`` beyond +-_FAR, else None."""
+    if abs(exponent) <= _FAR:
+        return None
+    magnitude = _BIG if exponent > 0 else 1 / _BIG
+    return -magnitude if negative else magnitude
+
+
 def _parse_hex(s: str) -> Fraction | None:
     m = _HEX.fullmatch(s.lower())
     if m is None or not (m.group(2) or m.group(3)):
         return None
     sign, whole, frac, exp = m.groups()
     digits = whole + (frac or "")
+    if int(digits, 16) and abs(int(exp or 0)) > _FAR * 4:  # (4 bits a hex digit, roughly)
+        scale = int(exp or 0) + 4 * (len(whole) - 1)
+        return _stand_in(scale // 4, sign == "-")
     magnitude = Fraction(int(digits, 16), 16 ** len(frac or "")) * Fraction(2) ** int(exp or 0)
     return -magnitude if sign == "-" else magnitude
 
@@ -71,7 +89,7 @@ def parse_number(text: str) -> Number:
                 return Number(s, None, math.nan)
             if d.is_infinite():
                 return Number(s, None, -math.inf if negative else math.inf)
-            exact = Fraction(d)
+            exact = _stand_in(d.adjusted(), negative) or Fraction(d)
     if exact is None:
         raise ValueError(f"{s!r} is not a number (examples: 1e-5, -65520, 0.1, inf, nan, "
                          "0x1p-24)")

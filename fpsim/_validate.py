@@ -50,6 +50,27 @@ def check_bool(name: str, value: object) -> bool | None:
     )
 
 
+def integer(name: str, value: object, lo: int, hi: int, about: str = "") -> int:
+    """``value`` as a Python int when it is an ``int`` or numpy integer in ``lo..hi``; else a
+    ValueError "NAME must be an integer in LO..HI ABOUT, got VALUE" (``about``: e.g. "for
+    float16"). A bool (``True``, ``np.True_``) is refused: where an integer is meant it is a
+    mistake."""
+    ok = (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+          and lo <= value <= hi)
+    if not ok:
+        about = f" {about}" if about else ""
+        raise ValueError(f"{name} must be an integer in {lo}..{hi}{about}, got {value!r}")
+    return int(value)  # type: ignore[call-overload]  # (an int or np.integer, checked above)
+
+
+def flag(name: str, value: object) -> bool:
+    """``value`` as a bool when it is a ``bool`` or ``np.bool_``; else a ValueError naming
+    ``name`` (the strings "False" and "0" and the number 0 are not flags)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
 def generator(rng: object) -> np.random.Generator:
     """A numpy Generator from ``rng``: None (fresh entropy), a non-negative int seed, or a
     Generator (used as is)."""
@@ -145,7 +166,8 @@ def _longdouble_to_odd(arr: np.ndarray) -> np.ndarray:
     finite_in = np.isfinite(arr)
     too_big = finite_in & np.isinf(x)
     x = np.where(too_big, np.copysign(np.finfo(np.float64).max, x), x)
-    rest = np.where(finite_in & ~too_big, arr - x.astype(arr.dtype), 0)  # exact remainder
+    with np.errstate(invalid="ignore"):  # inf - inf where the input was beyond float64
+        rest = np.where(finite_in & ~too_big, arr - x.astype(arr.dtype), 0)  # exact remainder
     even = (x.view(np.int64) & 1) == 0
     step = finite_in & ~too_big & (rest != 0) & even
     toward = np.where(rest > 0, np.inf, -np.inf)

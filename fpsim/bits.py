@@ -123,7 +123,11 @@ def _as_codes(codes: object, fmt: Format) -> np.ndarray:
     """The codes as an integer array (not widened), checked to lie in 0 .. 2^bits - 1."""
     _validate.check_not_masked("codes", codes)
     arr = np.asarray(codes)
-    if arr.dtype == object or arr.dtype.kind not in "biu" or arr.dtype.kind == "b":
+    if arr.size == 0 and arr.dtype.kind == "f":  # [] is an empty list of codes
+        arr = arr.astype(np.int64)
+    if arr.dtype == object:  # Python ints beyond int64 (and lists mixing them) as exact ints
+        arr = _object_codes(arr, fmt)
+    if arr.dtype.kind not in "biu" or arr.dtype.kind == "b":
         raise TypeError(
             f"codes must be integers (an integer numpy array or Python ints), got dtype {arr.dtype}"
         )
@@ -137,6 +141,20 @@ def _as_codes(codes: object, fmt: Format) -> np.ndarray:
                 f"({fmt.bits} bits)"
             )
     return arr
+
+
+def _object_codes(arr: np.ndarray, fmt: Format) -> np.ndarray:
+    """An object array of integers (Python or numpy, not bools) as int64 codes, each checked
+    to lie in 0 .. 2^bits - 1 (so an int beyond int64 is named, not called a wrong dtype)."""
+    top = (1 << fmt.bits) - 1
+    for v in arr.flat:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"codes must be integers (an integer numpy array or Python ints), "
+                            f"got {v!r} (a {type(v).__name__})")
+        if not 0 <= v <= top:
+            raise ValueError(f"code {v} is out of range for {fmt.name}: codes are 0..{top} "
+                             f"({fmt.bits} bits)")
+    return arr.astype(np.int64)
 
 
 def _scalar_or_array(arr: np.ndarray) -> np.ndarray:
@@ -181,7 +199,8 @@ def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
     frac, exp = np.frexp(a0)  # a = frac * 2^exp, frac in [0.5, 1): floor(log2 a) = exp - 1
     normal = (exp - 1 >= fmt.emin) & (a0 != 0)
     e_field = np.where(normal, exp - 1 + fmt.bias, 0)
-    sig = np.where(normal, np.ldexp(frac, m_bits + 1), np.ldexp(a0, m_bits - fmt.emin))
+    with np.errstate(over="ignore"):  # a huge a0 scaled up: inf, refused below (not integer)
+        sig = np.where(normal, np.ldexp(frac, m_bits + 1), np.ldexp(a0, m_bits - fmt.emin))
     ok = finite & (sig == np.floor(sig))  # no bits below the format's spacing
     if not fmt.zero:
         ok &= a0 != 0
@@ -214,6 +233,17 @@ def _not_representable(value: float, fmt: Format) -> ValueError:
         return ValueError(f"{fmt.name} has no NaN code (nan={fmt.nan!r}); it cannot encode NaN")
     if np.isinf(value):
         return ValueError(f"{fmt.name} has no inf (nan={fmt.nan!r}); it cannot encode {value}")
+    if value == 0 and not fmt.zero:
+        return ValueError(
+            f"{value!r} is not a value of {fmt.name}: it has no zero (an exponent-only scale "
+            f"format: every code is a power of two, the smallest 2^{fmt.emin} = "
+            f"{fmt.smallest_normal!r})"
+        )
+    if value < 0 and not fmt.signed:
+        return ValueError(
+            f"{value!r} is not a value of {fmt.name}: it is unsigned (values "
+            f"{0.0 if fmt.zero else fmt.smallest_normal!r} .. {fmt.max!r}, no negative numbers)"
+        )
     if abs(value) > fmt.max:
         return ValueError(
             f"{value!r} is not a value of {fmt.name}: its magnitude exceeds max = {fmt.max!r}"

@@ -7,9 +7,12 @@ no inf, saturation where it has neither).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from fpsim._names import unknown_name
+from fpsim import _validate
+from fpsim._names import suggest
 from fpsim.formats import Format
 
 FP32 = Format("float32", 8, 23)
@@ -53,12 +56,9 @@ def p3109(p: int, *, signed: bool = True, domain: str = "extended") -> Format:
     >>> f.name, f.max, f.smallest_subnormal, f.inf
     ('binary8p4se', 224.0, 0.0009765625, True)
     """
-    if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 7:
-        raise ValueError(f"p must be an integer in 1..7 (significand bits of a binary8 format), "
-                         f"got {p!r}")
-    if not isinstance(signed, bool):
-        raise ValueError(f"signed must be True or False, got {signed!r}")
-    if domain not in P3109_DOMAINS:
+    p = _validate.integer("p", p, 1, 7, "(significand bits of a binary8 format)")  # numpy too
+    signed = _validate.flag("signed", signed)
+    if not isinstance(domain, str) or domain not in P3109_DOMAINS:
         raise ValueError(f"domain must be one of {P3109_DOMAINS}, got {domain!r}")
     exponent_bits = 8 - p + (0 if signed else 1)
     name = f"binary8p{p}{'s' if signed else 'u'}{domain[0]}"
@@ -97,13 +97,74 @@ _BY_NAME: dict[str, Format] = ({f.name: f for f in P3109_FORMATS}
                                | {f.name: f for f in CATALOG} | _ALIASES)
 
 
+# What a reader must know to pick between two formats whose names are easily confused: shown
+# by ``fpsim formats`` (NOTES, per format) and in the error for an unknown name near them.
+NOTES: dict[str, str] = {
+    E4M3FN.name: (f"the alias fp8_e4m3 means this format (OCP FP8 E4M3: no inf, max "
+                  f"{E4M3FN.max:g}); e4m3 is another format, {E4M3.name} (max {E4M3.max:g})"),
+    E4M3.name: (f"IEEE-style E4M3 with inf (max {E4M3.max:g}), alias e4m3; the alias fp8_e4m3 "
+                f"is not this format but {E4M3FN.name} (max {E4M3FN.max:g})"),
+}
+_E4M3_NOTE = (f"fp8_e4m3 is {E4M3FN.name} (no inf, max {E4M3FN.max:g}); e4m3 is {E4M3.name} "
+              f"(inf, max {E4M3.max:g})")
+# a name that asks for a width only: fp8, float8, f8, fp6, float4, 8bit, 8-bit ...
+_WIDTH = re.compile(r"(?:fp|float|f|binary)?[ _-]?(\d+)(?:[ _-]?bits?)?")
 def known_names() -> list[str]:
     """Every name and alias get_format accepts, sorted."""
     return sorted(_BY_NAME)
 
 
+def _short_alias(fmt: Format) -> str:
+    """The name a message suggests for a format: its shortest ``fp...`` alias, else its
+    shortest alias, else its name."""
+    aliases = sorted((n for n, f in _ALIASES.items() if f is fmt and not n.startswith("p3109")),
+                     key=lambda n: (not n.startswith("fp"), len(n), n))
+    return aliases[0] if aliases else fmt.name
+
+
+def families() -> str:
+    """The formats of the catalog in a few words (``float8_{e4m3fn,e5m2,...}``, P3109 as a
+    pattern), for messages; every name and alias is in ``known_names()`` and
+    ``fpsim formats``."""
+    groups: dict[str, list[str]] = {}
+    for f in CATALOG:
+        if f not in P3109_FORMATS:
+            head, _, tail = f.name.partition("_")
+            groups.setdefault(head, []).append(tail)
+    named = [head if tails == [""] else f"{head}_{tails[0]}" if len(tails) == 1
+             else f"{head}_{{{','.join(tails)}}}" for head, tails in groups.items()]
+    return (", ".join(named) + ", binary8p{1..7}{s|u}{e|f} (P3109); aliases such as fp16, "
+            "bf16, fp8_e4m3: `fpsim formats` or fpsim.known_names()")
+
+
+def _width_hint(key: str) -> str:
+    """"did you mean one of the 8-bit formats: ...?" when ``key`` names a width only."""
+    m = _WIDTH.fullmatch(key)
+    width = int(m.group(1)) if m else 0
+    same = [f for f in CATALOG if f.bits == width and f not in P3109_FORMATS]
+    if not same:
+        return ""
+    shown = ", ".join(repr(_short_alias(f)) for f in same)
+    more = " or a P3109 binary8p{1..7}{s|u}{e|f}" if width == 8 else ""
+    return f"did you mean one of the {width}-bit formats: {shown}{more}?"
+
+
+def unknown_format(name: str) -> str:
+    """The message for an unknown format name: the closest names (for a width such as ``fp8``
+    or ``float8``, the formats of that width), the families (not every alias), and the
+    fp8_e4m3 / e4m3 note when the name or a suggestion is an E4M3."""
+    key = name.strip().lower()
+    hint = _width_hint(key) or suggest(name, known_names())
+    message = f"unknown format {name!r}; " + (f"{hint} " if hint else "")
+    message += f"formats: {families()}"
+    return message + (f"; note: {_E4M3_NOTE}" if "e4m3" in key + hint else "")
+
+
 def get_format(x: object) -> Format:
     """Look up a format by Format, name or alias (case-insensitive), or numpy/ml_dtypes dtype.
+
+    An unknown name raises ``ValueError`` with the closest names (for ``fp8`` or ``float8``,
+    the 8-bit formats) and the families, not every alias.
 
     >>> get_format("half") is FP16, get_format(np.float16) is FP16
     (True, True)
@@ -114,17 +175,17 @@ def get_format(x: object) -> Format:
         key = x.strip().lower()
         if key in _BY_NAME:
             return _BY_NAME[key]
-        raise ValueError(unknown_name("format", x, known_names()))
+        raise ValueError(unknown_format(x))
     try:
         dtype = np.dtype(x)  # type: ignore[call-overload]
     except TypeError:
         raise ValueError(
             f"cannot make a format from {x!r} (a {type(x).__name__}); pass a Format, a name "
-            f"({', '.join(known_names())}) or a numpy/ml_dtypes dtype"
+            f"or alias ({families()}) or a numpy/ml_dtypes dtype"
         ) from None
     if dtype.name in _BY_NAME:
         return _BY_NAME[dtype.name]
     raise ValueError(
-        f"dtype {dtype.name} has no fpsim format (values must fit float32); "
-        f"known names: {', '.join(known_names())}"
+        f"dtype {dtype.name} has no fpsim format (values must fit float32); formats: "
+        f"{families()}"
     )

@@ -10,8 +10,11 @@ loads nn. Without entry-point metadata (a source checkout on ``PYTHONPATH``) the
 ``KNOWN_COMMAND_MODULES`` are tried, if their package can be found.
 
 Bad input is one line on stderr and exit status 2, never a traceback: argument errors come
-from argparse, and a ``run`` function signals bad input by raising ``ValueError``. Output
-into a closed pipe (``fpsim round ... | head -1``) ends quietly with status 1.
+from argparse, and a ``run`` function signals bad input by raising ``ValueError``. A file that
+could not be written or read (an ``OSError``: ``fpsim.atomic.WriteError`` for the files the
+commands write, all or nothing) is one line on stderr and exit status 1, also without a
+traceback. Output into a closed pipe (``fpsim round ... | head -1``) ends quietly with
+status 1.
 """
 
 from __future__ import annotations
@@ -305,7 +308,8 @@ def build_parser(commands: Sequence[Command] | None = None) -> argparse.Argument
     parser = _Parser(
         prog="fpsim",
         description="See what low-precision floating point (fp16, bf16, fp8) does to numbers.",
-        epilog="Exit status: 0 on success, 2 on bad input (one line on stderr, no traceback).",
+        epilog="Exit status: 0 on success, 2 on bad input, 1 when a file could not be written "
+               "(one line on stderr, no traceback).",
     )
     parser.add_argument("--version", action="version", version=f"fpsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -345,6 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return code
         except ValueError as err:
             raise UsageError(f"fpsim {args.command}: error: {err}") from None
+        except BrokenPipeError:
+            raise
+        except OSError as err:  # a file not written (WriteError) or not read: no traceback
+            print(f"fpsim {args.command}: error: {err}".replace("\n", " "), file=sys.stderr)
+            return 1
     except UsageError as err:
         message = str(err).replace("\n", " ")
         if problems and "invalid choice" in message:

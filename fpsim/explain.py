@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from fpsim.bits import decompose
 from fpsim.catalog import get_format
@@ -43,6 +44,7 @@ from fpsim.rounding import (
     RoundingMode,
     RoundingTrace,
     Why,
+    exact_value,
     floor_log2,
     get_mode,
     mode_rule,
@@ -50,7 +52,7 @@ from fpsim.rounding import (
     trace,
 )
 
-__all__ = ["Explanation", "explain", "explanation", "field_string"]
+__all__ = ["Explanation", "ExplanationText", "explain", "explanation", "field_string"]
 
 _LABEL = 12  # width of the label column
 
@@ -70,6 +72,20 @@ class Explanation:
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
+
+
+class ExplanationText(str):
+    """The text ``explain`` returns: a ``str`` (equal to the text, every str method works and
+    returns a plain str) whose ``repr`` is the text itself, so a REPL or notebook shows the
+    lines instead of one quoted string full of ``\\n``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's display
+        printer.text(str.__str__(self))
 
 
 def _line(label: str, text: str) -> str:
@@ -309,6 +325,32 @@ def _result_lines(
     return lines
 
 
+def _float64(x: object) -> float:
+    """x as the float64 it is; a number that is not one (a Fraction such as 1/3, a numpy
+    integer beyond 2^53, a longdouble with more bits, an int beyond float64's range) is
+    refused: explaining its nearest float64 would explain another rounding than fpsim.round's,
+    which rounds the exact value. A 0-d array is its element; other arrays are refused."""
+    value = exact_value(x)  # type: ignore[arg-type]  # (it refuses what is not one number)
+    if not isinstance(value, Fraction):
+        return value
+    try:
+        nearest = float(value)
+    except OverflowError:
+        nearest = math.inf
+    if math.isfinite(nearest) and Fraction(nearest) == value:
+        return nearest
+    if not math.isfinite(nearest):
+        raise ValueError(
+            f"x = {x!r:.60} is beyond float64's range; explain shows how a float64 rounds "
+            f"(fpsim.round and fpsim.round_scalar round this exact value)"
+        )
+    raise ValueError(
+        f"x = {x!r:.60} is not a float64 (its nearest float64 is {nearest!r}); explain shows "
+        f"how a float64 rounds: pass float(x) to explain that one (fpsim.round and "
+        f"fpsim.round_scalar round the exact value, which may round differently)"
+    )
+
+
 def explanation(
     x: float,
     fmt: Format | str,
@@ -323,7 +365,7 @@ def explanation(
     resolve_overflow(fmt, overflow)  # validate before x, as round does
     if isinstance(x, (str, bytes, complex)) or not hasattr(x, "__float__"):
         raise TypeError(f"x must be a real number, got {x!r} ({type(x).__name__})")
-    x = float(x)
+    x = _float64(x)
     # u = 0 takes k + 1 whenever a draw decides; the draw u = f then gives the k outcome
     t = trace(x, fmt, mode, subnormals=subnormals, overflow=overflow, u=0.0)
     outcomes: tuple[RoundingTrace, ...] = (t,)
@@ -366,8 +408,11 @@ def explain(
     *,
     subnormals: bool | None = None,
     overflow: str | None = None,
-) -> str:
+) -> ExplanationText:
     """How ``x`` rounds to ``fmt`` under ``mode``, step by step (the text of ``explanation``).
+
+    The text is an ``ExplanationText``: a ``str`` equal to the text, shown as its lines (not
+    as an escaped string) when a REPL or notebook displays it.
 
     The result always equals ``fpsim.round(x, fmt, mode)`` (for stochastic rounding: one of the
     two results shown, with the probabilities shown).
@@ -379,4 +424,4 @@ def explain(
     result:     inf
     ...
     """
-    return str(explanation(x, fmt, mode, subnormals=subnormals, overflow=overflow))
+    return ExplanationText(explanation(x, fmt, mode, subnormals=subnormals, overflow=overflow))

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from fpsim import _validate
+
 NAN_KINDS = ("ieee", "fn", "fnuz", "none")
 OVERFLOW_KINDS = ("inf", "saturate", "nan")
 
@@ -44,11 +46,8 @@ _CARRIER_EMAX = 127
 _CARRIER_MIN_QUANTUM = -149  # log2 of float32's smallest subnormal
 
 
-def _check_int(name: str, value: object, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
+def _check_int(name: str, value: object, lo: int, hi: int) -> int:
+    return _validate.integer(name, value, lo, hi)  # numpy integers too, as Python ints
 
 
 @dataclass(frozen=True)
@@ -75,16 +74,21 @@ class Format:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty string, got {self.name!r}")
-        _check_int("exponent_bits", self.exponent_bits, 1, 8)
-        _check_int("mantissa_bits", self.mantissa_bits, 0, 23)
+        for text in ("name", "nan", "overflow"):  # np.str_ stored as str (its repr differs)
+            if isinstance(getattr(self, text), str):
+                object.__setattr__(self, text, str(getattr(self, text)))
+        # numpy integers and bools are accepted and stored as Python ints and bools
+        object.__setattr__(self, "exponent_bits", _check_int("exponent_bits",
+                                                             self.exponent_bits, 1, 8))
+        object.__setattr__(self, "mantissa_bits", _check_int("mantissa_bits",
+                                                             self.mantissa_bits, 0, 23))
         if self.bias is None:
             object.__setattr__(self, "bias", 2 ** (self.exponent_bits - 1) - 1)
-        _check_int("bias", self.bias, -(2**10), 2**10)
+        object.__setattr__(self, "bias", _check_int("bias", self.bias, -(2**10), 2**10))
         if self.nan not in NAN_KINDS:
             raise ValueError(f"nan must be one of {NAN_KINDS}, got {self.nan!r}")
         for flag in ("inf", "subnormals", "signed", "zero"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
+            object.__setattr__(self, flag, _validate.flag(flag, getattr(self, flag)))
         if self.nan == "ieee" and not self.inf:
             raise ValueError(
                 "nan='ieee' has inf (the all-ones exponent holds inf and NaN); for a format "
@@ -236,7 +240,7 @@ class Format:
         return self.nan != "none"
 
     # --- containment (the one rule both promotion policies wrap) ----------------------------
-    def contains(self, other: Format) -> bool:
+    def contains(self, other: Format | str) -> bool:
         """True when every value ``other`` holds is a value of ``self``: every finite value,
         inf if ``other`` has inf, NaN if it has NaN. Exact, by the binades of ``other``.
 
@@ -250,7 +254,13 @@ class Format:
         >>> FP16.replace(subnormals=False).contains(FP16), FP16.contains(FP16.replace(
         ...     subnormals=False))
         (False, True)
+
+        ``other`` may be a name or alias (``FP32.contains("fp16")``), as everywhere else.
         """
+        if not isinstance(other, Format):
+            from fpsim.catalog import get_format  # (the catalog is built from this module)
+
+            other = get_format(other)
         return _contains(self, other)
 
     def quantum_at(self, e: int) -> int | None:

@@ -4,22 +4,32 @@ matplotlib is an optional extra (``pip install fpsim[plot]``); it is imported in
 functions, so ``import fpsim`` works without it. Every helper draws on ``ax`` (a new figure if
 None), returns the Axes (``ax.figure`` is the Figure) and never calls ``show()``.
 
+``save(figure, path)`` writes a picture atomically (``fpsim.atomic``): a full disk leaves the
+previous file as it was, where ``figure.savefig(path)`` would leave half a file.
+
 >>> ax = fpsim.plot.number_line("e4m3fn", 0, 1)
->>> ax.figure.savefig("e4m3fn.png")
+>>> fpsim.plot.save(ax, "e4m3fn.png")  # doctest: +SKIP
+PosixPath('e4m3fn.png')
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fpsim import _validate
+from fpsim.atomic import write_atomic
 from fpsim.catalog import get_format
 from fpsim.formats import Format
 from fpsim.monitor import Monitor
+from fpsim.quantize import as_float_array
 from fpsim.quantize import round as _round
 
-MAX_POINTS = 200_000
+MAX_POINTS = 200_000  # values one picture lists (ours)
+MAX_SAMPLES = 10_000_000  # points rounding_error may sample (ours: 80 MB of float64 a copy)
 _COLORS = {"normal": "tab:blue", "subnormal": "tab:orange", "zero": "black"}
 
 
@@ -30,6 +40,43 @@ def _axes(ax: Any) -> Any:
 
     _, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
     return ax
+
+
+def save(figure: Any, path: str | os.PathLike[str], **savefig_kwargs: Any) -> Path:
+    """Write ``figure`` (a matplotlib Figure, or an Axes: its figure) to ``path``, all or
+    nothing (``fpsim.atomic.write_atomic``); returns the path.
+
+    The picture's format is ``savefig_kwargs["format"]`` if given, else the file's suffix
+    (``.png``, ``.svg``, ``.pdf``), else matplotlib's default; the other keyword arguments go
+    to ``Figure.savefig``. A failed write raises ``fpsim.atomic.WriteError`` (an ``OSError``)
+    and leaves the previous file at ``path`` unchanged.
+    """
+    fig = figure if hasattr(figure, "savefig") else getattr(figure, "figure", None)
+    if fig is None or not hasattr(fig, "savefig"):
+        raise TypeError(f"figure must be a matplotlib Figure or Axes, got {figure!r:.60} "
+                        f"(a {type(figure).__name__})")
+    kwargs = dict(savefig_kwargs)
+    suffix = Path(os.fspath(path)).suffix.lstrip(".").lower()
+    kwargs["format"] = kwargs.get("format") or suffix or None
+    return write_atomic(path, lambda f: fig.savefig(f, **kwargs), what="picture")
+
+
+class _TooMany(Exception):
+    """More than MAX_POINTS values (values_in_range names the range the caller asked for)."""
+
+
+def _range(lo: object, hi: object, *, finite: bool) -> tuple[float, float]:
+    """(lo, hi) as floats: real numbers (numpy's too, not str or bool) with lo <= hi, finite
+    where ``finite``; else a ValueError naming them."""
+    for name, v in (("lo", lo), ("hi", hi)):
+        if isinstance(v, (str, bytes, bool, np.bool_)) or not hasattr(v, "__float__"):
+            raise ValueError(f"{name} must be a real number, got {v!r} (a {type(v).__name__})")
+    a, b = float(lo), float(hi)  # type: ignore[arg-type]  # (checked above)
+    if np.isnan(a) or np.isnan(b) or not a <= b:
+        raise ValueError(f"need lo <= hi (real numbers, not NaN), got lo={a}, hi={b}")
+    if finite and not (np.isfinite(a) and np.isfinite(b)):
+        raise ValueError(f"lo and hi must be finite here, got lo={a}, hi={b}")
+    return a, b
 
 
 def _positive_values(fmt: Format, lo: float, hi: float) -> np.ndarray:
@@ -48,8 +95,7 @@ def _positive_values(fmt: Format, lo: float, hi: float) -> np.ndarray:
         k1 = min(kmax, int(np.floor(min(hi, fmt.max) / step)))
         if k1 >= k0:
             if sum(c.size for c in chunks) + (k1 - k0 + 1) > MAX_POINTS:
-                raise ValueError(f"more than {MAX_POINTS} values of {fmt.name} in [{lo}, {hi}]; "
-                                 "narrow the range")
+                raise _TooMany
             chunks.append(np.arange(k0, k1 + 1, dtype=np.float64) * step)
     return np.concatenate(chunks) if chunks else np.empty(0)
 
@@ -57,19 +103,25 @@ def _positive_values(fmt: Format, lo: float, hi: float) -> np.ndarray:
 def values_in_range(fmt: Format | str, lo: float, hi: float) -> np.ndarray:
     """Every finite value of ``fmt`` in [lo, hi] (one zero), ascending, as float64.
 
+    ``lo <= hi`` are real numbers (infinite ends allowed, NaN refused); at most MAX_POINTS
+    values, else a ValueError naming the range.
+
     >>> values_in_range("e2m1fn", 0, 6)
     array([0. , 0.5, 1. , 1.5, 2. , 3. , 4. , 6. ])
     """
     fmt = get_format(fmt)
-    if not lo <= hi:
-        raise ValueError(f"need lo <= hi, got lo={lo}, hi={hi}")
+    lo, hi = _range(lo, hi, finite=False)
     from fpsim.grid import values as all_values  # every value of formats up to 16 bits
 
     if fmt.bits <= 16:
         v = np.unique(np.asarray(all_values(fmt), dtype=np.float64))
         return v[(v >= lo) & (v <= hi)]
-    pos = _positive_values(fmt, max(lo, 0.0), hi) if hi > 0 else np.empty(0)
-    neg = -_positive_values(fmt, max(-hi, 0.0), -lo)[::-1] if lo < 0 else np.empty(0)
+    try:
+        pos = _positive_values(fmt, max(lo, 0.0), hi) if hi > 0 else np.empty(0)
+        neg = -_positive_values(fmt, max(-hi, 0.0), -lo)[::-1] if lo < 0 else np.empty(0)
+    except _TooMany:
+        raise ValueError(f"more than {MAX_POINTS} values of {fmt.name} in [{lo}, {hi}]; "
+                         "narrow the range") from None
     zero = np.zeros(1) if lo <= 0 <= hi else np.empty(0)
     return np.concatenate([neg, zero, pos])
 
@@ -81,6 +133,7 @@ def number_line(fmt: Format | str, lo: float, hi: float, *, ax: Any = None) -> A
     """
     fmt = get_format(fmt)
     v = values_in_range(fmt, lo, hi)
+    lo, hi = max(float(lo), -fmt.max), min(float(hi), fmt.max)  # an infinite end: the format's
     ax = _axes(ax)
     kinds = {
         "zero": v == 0,
@@ -110,7 +163,7 @@ def exponent_histogram(values: Any, fmt: Format | str, *, bins: Any = None, ax: 
     zero and to inf/NaN/max in fmt (counted by rounding them, not from the picture).
     """
     fmt = get_format(fmt)
-    x = np.asarray(values, dtype=np.float64).ravel()
+    x = as_float_array(values, "values").astype(np.float64).ravel()
     x = x[np.isfinite(x) & (x != 0)]
     with Monitor() as m:  # the exact event counts of rounding these values to fmt
         _round(x, fmt, site="histogram")
@@ -152,9 +205,12 @@ def rounding_error(
     """Absolute error of rounding ``n`` evenly spaced points of [lo, hi] to fmt (nearest-even).
 
     The sawtooth's teeth are the ulp steps; the dashed lines are +-ulp/2. A second y axis shows
-    the relative error |err| / |x| (zero where x is 0).
+    the relative error |err| / |x| (zero where x is 0). ``lo <= hi`` must be finite and ``n``
+    an integer in 1..MAX_SAMPLES (a bool or a float is refused, naming it).
     """
     fmt = get_format(fmt)
+    lo, hi = _range(lo, hi, finite=True)
+    n = _validate.integer("n", n, 1, MAX_SAMPLES, "(points on [lo, hi])")
     x = np.linspace(lo, hi, n)
     r = _round(x, fmt)
     err = r - x

@@ -56,6 +56,14 @@ _ML_DTYPE_NAMES = {
 }
 
 
+def _site(site: object) -> str | None:
+    """None or a str (np.str_ as str): a monitor's row name ("" or None: "round")."""
+    if site is None or isinstance(site, str):
+        return str(site) if site else None
+    raise ValueError(f"site must be a string naming the call in fpsim.monitor, or None, got "
+                     f"{site!r} (a {type(site).__name__})")
+
+
 def _seed(rng: object) -> int:
     """A 63-bit seed for the stochastic kernel from None, an int seed or a numpy Generator."""
     return int(_validate.generator(rng).integers(0, 2**63, dtype=np.int64))
@@ -220,6 +228,7 @@ def round_array(
     rng_bits = check_rng_bits(rng_bits, mode)
     policy = resolve_overflow(fmt, overflow)
     subnormals = resolve_subnormals(fmt, subnormals)
+    site = _site(site)
     arr = as_float_array(x)
     dtype = arr.dtype
     if out is not None:

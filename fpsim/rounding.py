@@ -36,6 +36,7 @@ its result, ``fpsim.explain`` its text). ``MODE_RULES`` is the one table of the 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -44,6 +45,8 @@ from fractions import Fraction
 from functools import partial
 from numbers import Integral
 from types import MappingProxyType
+
+import numpy as np
 
 from fpsim._names import unknown_name
 from fpsim._validate import check_bool
@@ -351,12 +354,26 @@ class RoundingTrace:
 ScalarInput = float | int | Fraction | Decimal | str
 
 
+# decimal exponents round_scalar and trace take (beyond, building the exact number takes long)
+MAX_DECIMAL_EXPONENT = 100_000
+
+
 def exact_value(x: ScalarInput) -> float | Fraction:
     """``x`` at its exact value: a float (numpy's too) as it is, NaN, inf and -0 included; an
-    int, Fraction, Decimal or decimal string as the exact non-zero Fraction it denotes, or as a
-    float when it is zero, NaN or infinite (so ``"1e400"`` is exactly 10^400, not inf)."""
+    int (numpy's too), Fraction, Decimal or decimal string as the exact non-zero Fraction it
+    denotes, or as a float when it is zero, NaN or infinite (so ``"1e400"`` is exactly 10^400,
+    not inf). A numpy integer or ``np.longdouble`` is not rounded to float64 first either
+    (``np.int64(2**62 + 1)`` is that integer), as in ``fpsim.round``."""
     if isinstance(x, float):
         return x
+    if isinstance(x, numbers.Integral):  # int, bool and the numpy integers, exactly
+        x = int(x)
+    elif isinstance(x, np.floating):
+        with np.errstate(over="ignore", invalid="ignore"):
+            nearest = float(x)
+            if nearest == x or x - x != 0:  # float16/32/64, or an exact longdouble, NaN, inf
+                return nearest
+        x = Fraction(*x.as_integer_ratio())  # np.longdouble with bits float64 has not
     if isinstance(x, (Decimal, str)):
         try:
             x = Decimal(x.strip() if isinstance(x, str) else x)
@@ -364,9 +381,17 @@ def exact_value(x: ScalarInput) -> float | Fraction:
             raise ValueError(f"x must be a number, got {x!r}") from None
         if not x.is_finite():
             return float(x)
+        if x and abs(x.adjusted()) > MAX_DECIMAL_EXPONENT:  # 10^(10^9): minutes to build
+            raise ValueError(f"x = {str(x)[:40]!r} has a decimal exponent beyond "
+                             f"+-{MAX_DECIMAL_EXPONENT}; every format rounds it as it rounds "
+                             f"1e{MAX_DECIMAL_EXPONENT} (or 1e-{MAX_DECIMAL_EXPONENT}): pass that")
     if isinstance(x, (int, Fraction, Decimal)):
         return Fraction(x) if x != 0 else float(x)
-    return float(x)
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"x must be one real number, got {x!r:.80} (a {type(x).__name__})"
+                        ) from None
 
 
 def trace(

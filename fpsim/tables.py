@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fpsim.bits import nan_code
-from fpsim.catalog import CATALOG, get_format, known_names
+from fpsim.catalog import CATALOG, NOTES, get_format, known_names
 from fpsim.explain import field_string
 from fpsim.formats import Format
 
@@ -56,4 +56,5 @@ def format_table(formats: Sequence[Format] = CATALOG) -> str:
         names = [n for n in known_names() if n != f.name and get_format(n) is f]
         if names:
             aliases.append(f"  {f.name}: {', '.join(names)}")
-    return "\n".join(lines + ["", "aliases:"] + aliases)
+    notes = [f"  {f.name}: {NOTES[f.name]}" for f in formats if f.name in NOTES]
+    return "\n".join(lines + ["", "aliases:"] + aliases + (["", "notes:"] + notes if notes else []))

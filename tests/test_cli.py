@@ -110,7 +110,7 @@ def test_round_command_follows_mode_and_overflow_options(capsys):
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [(["explain", "abc"], "'abc' is not a number"),
-     (["explain", "1", "--format", "fp99"], "unknown format 'fp99'; known names:"),
+     (["explain", "1", "--format", "fp99"], "unknown format 'fp99'; formats: float32"),
      (["explain", "1"], "required: -f/--format"),
      (["round", "1", "--format", "fp16", "--mode", "sideways"], "unknown rounding mode"),
      (["round", "1"], "required: -f/--format"),
@@ -253,3 +253,26 @@ def test_an_unknown_format_or_mode_suggests_the_closest_names(capsys, argv, sugg
     code, out, err = run(capsys, *argv)
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert "did you mean" in err and suggestion in err.split("did you mean", 1)[1]
+
+
+@pytest.mark.parametrize(("text", "shown", "note"), [
+    ("1e999999999", "inf", "beyond float64's range"),
+    ("-1e-999999999", "-0.0", "below float64's smallest subnormal"),
+    ("0x1p999999999", "inf", "beyond float64's range"),
+])
+def test_a_number_with_a_huge_exponent_is_read_at_once_with_its_note(capsys, text, shown, note):
+    # (building 10^999999999 exactly took minutes: the command hung)
+    import time
+
+    start = time.perf_counter()
+    code, out, err = run(capsys, "round", text, "-f", "fp16")
+    assert code == 0 and out.splitlines()[1].split()[:2] == [shown, shown]
+    assert note in err and time.perf_counter() - start < 10
+
+
+def test_round_scalar_refuses_a_decimal_exponent_it_cannot_build_naming_x():
+    from fpsim.rounding import MAX_DECIMAL_EXPONENT
+
+    with pytest.raises(ValueError, match=r"x = '1E\+999999999' has a decimal exponent beyond"):
+        fpsim.round_scalar("1e999999999", "fp16")
+    assert fpsim.round_scalar(f"1e{MAX_DECIMAL_EXPONENT}", "fp16") == np.inf  # the limit works

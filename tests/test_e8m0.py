@@ -120,3 +120,19 @@ def test_e8m0_refuses_subnormals_true_and_names_neighbours_of_a_non_value():
         fpsim.round(np.float32([1.0]), E8M0FNU, subnormals=True)
     with pytest.raises(ValueError, match="between 2.0 and 4.0"):
         fpsim.to_bits(3.0, E8M0FNU)
+
+
+@pytest.mark.parametrize("zero", [0.0, -0.0])
+def test_to_bits_of_zero_says_e8m0_has_no_zero(zero):
+    with pytest.raises(ValueError, match=r"float8_e8m0fnu: it has no zero .*2\^-127") as info:
+        fpsim.to_bits(zero, E8M0FNU)
+    assert "nan" not in str(info.value)
+
+
+@pytest.mark.parametrize("negative", [-1.0, -3.0, -(2.0**-127)])
+def test_to_bits_of_a_negative_number_says_the_format_is_unsigned(negative):
+    with pytest.raises(ValueError, match=r"it is unsigned .*no negative numbers") as info:
+        fpsim.to_bits(negative, E8M0FNU)
+    assert "nan" not in str(info.value)
+    with pytest.raises(ValueError, match=r"binary8p4ue: it is unsigned \(values 0.0 \.\."):
+        fpsim.to_bits(negative, fpsim.p3109(4, signed=False))

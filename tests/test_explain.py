@@ -220,7 +220,7 @@ def test_explanation_follows_subnormal_and_overflow_overrides():
 
 
 def test_explain_rejects_unknown_formats_modes_and_non_numbers():
-    with pytest.raises(ValueError, match="unknown format 'fp99'; known names: .*fp16"):
+    with pytest.raises(ValueError, match="unknown format 'fp99'; formats: .*float16"):
         explain(1.0, "fp99")
     with pytest.raises(ValueError, match="unknown rounding mode 'sideways'; known modes: "
                                          "nearest_even"):
@@ -251,3 +251,18 @@ def test_explain_negative_overflow_to_nan_shows_the_negative_nan_code_as_ml_dtyp
     text = explain(-465.0, "e4m3fn")
     assert line(text, "  bits:") == f"  bits:     1 1111 111 (0x{code:02x})"
     assert np.signbit(explanation(-465.0, "e4m3fn").result)
+
+
+def test_explain_returns_text_that_a_repl_shows_as_lines_and_that_equals_the_string():
+    text = fpsim.explain(0.1, "fp16")
+    plain = str(explanation(0.1, "fp16"))
+    assert text == plain and isinstance(text, str) and hash(text) == hash(plain)
+    assert repr(text) == plain and "\\n" not in repr(text)  # no escaped newlines
+    assert "\n" in repr(text) and repr(text).startswith("0.1 -> float16")
+    assert type(text.upper()) is str and text.splitlines() == plain.splitlines()
+
+
+def test_explain_text_is_shown_as_lines_by_ipython():
+    pretty = pytest.importorskip("IPython.lib.pretty")
+    text = fpsim.explain(1.0, "fp16")
+    assert pretty.pretty(text) == str.__str__(text)

@@ -52,9 +52,9 @@ def test_bias_defaults_to_half_the_exponent_range():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        (dict(exponent_bits=0, mantissa_bits=3), "exponent_bits must be in 1..8"),
-        (dict(exponent_bits=9, mantissa_bits=3), "exponent_bits must be in 1..8"),
-        (dict(exponent_bits=5, mantissa_bits=24), "mantissa_bits must be in 0..23"),
+        (dict(exponent_bits=0, mantissa_bits=3), "exponent_bits must be an integer in 1..8"),
+        (dict(exponent_bits=9, mantissa_bits=3), "exponent_bits must be an integer in 1..8"),
+        (dict(exponent_bits=5, mantissa_bits=24), "mantissa_bits must be an integer in 0..23"),
         (dict(exponent_bits=5, mantissa_bits=2.5), "mantissa_bits must be an integer"),
         (dict(exponent_bits=5, mantissa_bits=2, nan="maybe"), "nan must be one of"),
         (dict(exponent_bits=5, mantissa_bits=2, overflow="wrap"), "overflow must be one of"),

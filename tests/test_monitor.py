@@ -146,3 +146,15 @@ def test_counts_is_a_plain_dict_and_summary_is_a_table_with_shares():
     assert any(line.startswith("total") for line in lines)
     assert str(m) == table
     assert "nothing" in fpsim.monitor().summary()
+
+
+@pytest.mark.parametrize("bad", [3, b"x", ("a",)])
+def test_a_site_that_is_not_a_string_is_refused_naming_site(bad):
+    with pytest.raises(ValueError, match="site must be a string naming the call"):
+        fpsim.round(1.1, "fp16", site=bad)
+
+
+def test_a_numpy_string_site_is_counted_under_its_str():
+    with fpsim.monitor() as m:
+        fpsim.round(np.float32([1.1, 2.2]), "fp16", site=np.str_("w"))
+    assert list(m.counts) == ["w"] and type(next(iter(m.counts))) is str

@@ -127,3 +127,48 @@ def test_exponent_histogram_counts_a_value_rounding_down_to_max_as_no_overflow()
 
     ax = fpsim.plot.exponent_histogram(np.float32([65510.0, 65520.0, 1.0, 2.0]), "fp16")
     assert "25.0% overflow" in ax.get_title()
+
+
+# --- bad ranges and counts: errors naming the argument -----------------------------------------
+@pytest.mark.parametrize(("lo", "hi", "match"), [
+    ("0", 1, "lo must be a real number, got '0'"),
+    (0, None, "hi must be a real number, got None"),
+    (np.nan, 1, r"need lo <= hi \(real numbers, not NaN\), got lo=nan"),
+    (2, 1, "need lo <= hi"),
+])
+def test_values_in_range_refuses_a_bad_range_naming_it(lo, hi, match):
+    with pytest.raises(ValueError, match=match):
+        fpsim.plot.values_in_range("fp16", lo, hi)
+
+
+def test_values_in_range_names_the_range_that_was_asked_for_when_too_many():
+    with pytest.raises(ValueError, match=r"values of float32 in \[-inf, -1e\+38\]; narrow"):
+        fpsim.plot.values_in_range("fp32", -np.inf, -1e38)
+
+
+def test_number_line_over_an_infinite_range_draws_every_finite_value():
+    ax = fpsim.plot.number_line("e4m3fn", -np.inf, np.inf)
+    shown = sum(len(c.get_offsets()) for c in ax.collections)
+    oracle = np.unique(np.abs(np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
+                              .astype(np.float64)))
+    oracle = oracle[np.isfinite(oracle)]
+    assert shown == 2 * oracle.size - 1  # +-each non-zero value, one zero
+    assert np.isfinite(ax.get_xlim()).all()
+    plt.close(ax.figure)
+
+
+@pytest.mark.parametrize("n", [0, -1, True, 2.5, 10**12])
+def test_rounding_error_refuses_a_sample_count_that_is_not_a_sensible_integer(n):
+    with pytest.raises(ValueError, match=r"n must be an integer in 1\.\.10000000"):
+        fpsim.plot.rounding_error("fp16", 0, 1, n=n)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0, np.inf), (np.nan, 1), (1, 0)])
+def test_rounding_error_refuses_an_infinite_nan_or_reversed_range(lo, hi):
+    with pytest.raises(ValueError, match="lo"):
+        fpsim.plot.rounding_error("fp16", lo, hi)
+
+
+def test_exponent_histogram_refuses_values_that_are_not_numbers_naming_them():
+    with pytest.raises(TypeError, match="values must be numeric"):
+        fpsim.plot.exponent_histogram(["a"], "fp16")

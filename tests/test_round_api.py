@@ -53,7 +53,7 @@ def test_out_works_for_non_contiguous_out_and_the_float64_detour():
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        (dict(fmt="fp17"), ValueError, "known names"),
+        (dict(fmt="fp17"), ValueError, "formats: float32"),
         (dict(mode="round_half_up"), ValueError, "known modes: nearest_even"),
         (dict(overflow="wrap"), ValueError, "overflow must be one of"),
         (dict(fmt="e4m3fn", overflow="inf"), ValueError, "needs a format with inf"),

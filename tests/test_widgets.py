@@ -49,7 +49,7 @@ def test_toggling_a_bit_twice_restores_the_code_and_bit_roles_follow_the_layout(
 def test_toggle_bit_and_decode_code_reject_out_of_range_input_naming_it():
     with pytest.raises(ValueError, match=r"bit must be an integer in 0\.\.7 for float8_e4m3fn"):
         widgets.toggle_bit(0, 8, "e4m3fn")
-    with pytest.raises(ValueError, match=r"code must be in 0\.\.255 .* got 256"):
+    with pytest.raises(ValueError, match=r"code must be an integer in 0\.\.255 for .* got 256"):
         widgets.decode_code(256, "e4m3fn")
 
 
@@ -144,7 +144,7 @@ def test_build_format_names_like_ml_dtypes_and_leaves_validation_to_format():
     assert widgets.build_format(5, 2, bias=11, subnormals=False).name == "e5m2b11_ftz"
     assert widgets.build_format(4, 3, nan="fn") == fpsim.Format("e4m3fn", 4, 3, nan="fn",
                                                                 inf=False)
-    with pytest.raises(ValueError, match="exponent_bits must be in 1..8"):
+    with pytest.raises(ValueError, match="exponent_bits must be an integer in 1..8"):
         widgets.build_format(9, 2)
 
 
@@ -253,5 +253,72 @@ def test_explorers_reject_bad_arguments_naming_them(monkeypatch):
         widgets.value_slider("fp16", 0, 1, 2)
     with pytest.raises(ValueError, match="unknown format"):
         widgets.rounding_comparer(1.0, "fp17")
-    with pytest.raises(ValueError, match="mantissa_bits must be in 0..23"):
+    with pytest.raises(ValueError, match="mantissa_bits must be an integer in 0..23"):
         widgets.format_builder(4, 30)
+
+
+def _fp16_fate_of_exact_product(g: float, k: int) -> str:
+    """The fate in fp16 (nearest even) of the exact number g * 2^k, from Fraction thresholds:
+    |v| >= 65520 (halfway above max) overflows, |v| <= 2^-25 (half the smallest subnormal)
+    underflows, |v| < 2^-14 stays subnormal."""
+    from fractions import Fraction
+
+    k = max(min(k, 3000), -3000)  # beyond, every non-zero float64's product is far out of fp16
+    v = abs(Fraction(g) * Fraction(2) ** k)
+    if v >= 65520:
+        return "overflow"
+    if v <= Fraction(1, 2**25):
+        return "underflow"
+    return "subnormal" if v < Fraction(1, 2**14) else "normal"
+
+
+@pytest.mark.parametrize("k", [2000, -2000, 1100, -1100, 10**30, -(10**30), np.int64(-1050)])
+def test_scaled_fates_count_products_beyond_float64s_range(k):
+    # float64's ldexp gives inf or 0 there, which the monitor would count as no event
+    g = np.array([1.0, -3.5, 2.0**-1074, 2.0**1000, -(2.0**-40), 1e300, 5e-324 * 3])
+    fates = widgets.scaled_fates(g, k, "fp16")
+    expected = [_fp16_fate_of_exact_product(float(x), int(k)) for x in g]
+    assert fates.nonzero == g.size
+    assert fates.overflow == expected.count("overflow")
+    assert fates.underflow == expected.count("underflow")
+    assert fates.subnormal == expected.count("subnormal")
+
+
+def test_scaled_fates_of_2000_and_minus_2000_are_all_overflow_and_all_underflow():
+    g = np.random.default_rng(4).lognormal(-18, 4, 1000)
+    assert widgets.scaled_fates(g, 2000).overflow == g.size
+    assert widgets.scaled_fates(g, -2000).underflow == g.size
+
+
+def test_scaled_fates_refuses_a_numpy_bool_scale():
+    with pytest.raises(ValueError, match="log2_scale must be an integer"):
+        widgets.scaled_fates(np.ones(3), np.bool_(True))  # type: ignore[arg-type]
+
+
+def test_toggle_bit_and_decode_code_accept_numpy_integers():
+    code = np.uint16(0x3C00)
+    assert widgets.toggle_bit(code, np.int64(15), "fp16") == 0xBC00
+    assert widgets.decode_code(code, "fp16").value == 1.0
+
+
+@pytest.mark.parametrize("bad", [True, np.True_, 1.0])
+def test_toggle_bit_refuses_a_bool_or_float_bit_naming_it(bad):
+    with pytest.raises(ValueError, match=r"bit must be an integer in 0\.\.15 for float16"):
+        widgets.toggle_bit(0, bad, "fp16")
+
+
+@pytest.mark.parametrize("call", [lambda x: widgets.neighbourhood(x, "fp16"),
+                                  lambda x: widgets.to_code(x, "fp16")])
+def test_the_value_explorers_refuse_an_array_naming_x(call):
+    with pytest.raises(ValueError, match=r"x must be one real number, got array"):
+        call(np.array([1.0, 2.0]))
+
+
+def test_neighbourhood_of_a_value_that_rounds_to_nan_has_a_nan_relative_error():
+    near = widgets.neighbourhood(0.0, "e8m0")  # E8M0 has no zero: 0 rounds to NaN
+    assert np.isnan(near.rounded) and np.isnan(near.abs_error) and np.isnan(near.rel_error)
+
+
+def test_scaled_fates_refuses_gradients_that_are_not_numbers_naming_them():
+    with pytest.raises(TypeError, match="gradients must be numeric"):
+        widgets.scaled_fates(["a"], 3)  # type: ignore[arg-type]

@@ -17,15 +17,18 @@ milliseconds. So ``answer(kernel, n, args, run_kernel, stand_in)``:
   never takes numpy's pace for longer than 0.1 to 0.2 s of numpy work (2^22 elements).
 
 The background compile has the same argument types as the call that asked for it (the arrays
-are zero-length views of the real ones), so the later call finds it. A process that exits
-before a background compile ends abandons it (numba writes its cache atomically; nothing
-half-written is left) and the next run starts it again. ``os.fork`` waits for a pending
-compile first, so that a child never inherits numba's compiler lock held by a thread that
-does not exist in the child.
+are zero-length views of the real ones), so the later call finds it. A process that ends
+while a background compile runs waits for it at exit (``atexit``), so the compile lands in
+numba's cache and the notice "compiling numba kernels (one time)" is true: a short run (``fpsim
+compare --quick``, a script) that started a compile does not start it again next time. Ctrl-C
+during that wait abandons it (numba writes its cache atomically; nothing half-written is left;
+the next run compiles again). ``os.fork`` waits for a pending compile first, so that a child
+never inherits numba's compiler lock held by a thread that does not exist in the child.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -151,4 +154,14 @@ def eager_compiles() -> Iterator[None]:
             _eager -= 1
 
 
+def _finish_at_exit() -> None:
+    """At interpreter exit: let every background compile finish into numba's cache (daemon
+    threads would otherwise be stopped mid-compile and the work redone next run)."""
+    try:
+        wait()
+    except KeyboardInterrupt:  # Ctrl-C at exit: abandon the compile, quietly
+        pass
+
+
 os.register_at_fork(before=wait)
+atexit.register(_finish_at_exit)

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fpsim import _validate
 from fpsim.bits import classify, from_bits, to_bits
 from fpsim.catalog import get_format
 from fpsim.explain import explain, field_string
 from fpsim.formats import Format
 from fpsim.grid import ulp, values
 from fpsim.monitor import monitor
+from fpsim.quantize import as_float_array
 from fpsim.quantize import round as round_array
 from fpsim.rounding import MODE_NAMES, get_mode
 
@@ -50,19 +52,14 @@ def bit_roles(fmt: Format | str) -> list[str]:
 
 
 def _check_code(code: int, f: Format) -> int:
-    if isinstance(code, bool) or not isinstance(code, int | np.integer):
-        raise ValueError(f"code must be an integer in 0..{2**f.bits - 1}, got {code!r}")
-    if not 0 <= int(code) < 2**f.bits:
-        raise ValueError(f"code must be in 0..{2**f.bits - 1} for {f.name}, got {code}")
-    return int(code)
+    return _validate.integer("code", code, 0, 2**f.bits - 1, f"for {f.name}")
 
 
 def toggle_bit(code: int, bit: int, fmt: Format | str) -> int:
     """``code`` with bit number ``bit`` flipped (0 is the least significant mantissa bit)."""
     f = get_format(fmt)
     code = _check_code(code, f)
-    if isinstance(bit, bool) or not isinstance(bit, int) or not 0 <= bit < f.bits:
-        raise ValueError(f"bit must be an integer in 0..{f.bits - 1} for {f.name}, got {bit!r}")
+    bit = _validate.integer("bit", bit, 0, f.bits - 1, f"for {f.name}")
     return code ^ (1 << bit)
 
 
@@ -108,7 +105,7 @@ def neighbourhood(x: float, fmt: Format | str, mode: str = "nearest_even") -> Ne
     if get_mode(mode).name.lower() == "stochastic":
         raise ValueError("mode must be a deterministic rounding mode, got 'stochastic' "
                          "(use compare_modes for its probability of rounding up)")
-    x = float(x)
+    x = _number("x", x)
     if not np.isfinite(x):
         raise ValueError(f"x must be a finite number, got {x!r}")
     below = float(round_array(x, f, "down"))
@@ -116,7 +113,7 @@ def neighbourhood(x: float, fmt: Format | str, mode: str = "nearest_even") -> Ne
     rounded = float(round_array(x, f, mode))
     gap = float(ulp(x, f))
     err = abs(rounded - x)
-    rel = err / abs(x) if x else (0.0 if err == 0 else np.inf)
+    rel = err / abs(x) if x else (0.0 if err == 0 else np.inf if err == err else np.nan)
     return Neighbourhood(x=x, below=below, above=above, rounded=rounded, ulp=gap, abs_error=err,
                          rel_error=rel, error_ulps=err / gap, cls=str(classify(rounded, f)))
 
@@ -216,17 +213,41 @@ class ScaledFates:
         return self.nonzero - self.underflow - self.overflow
 
 
+# Past these, every non-zero float64 times 2^log2_scale lies beyond float64's max (2^1024 >
+# 2^-1074 * 2^2100) or below half its smallest subnormal (2^-1075 > 2^1024 * 2^-2100).
+_LOG2_SCALE_CLAMP = 2100
+
+
 def scaled_fates(gradients: np.ndarray, log2_scale: int, fmt: Format | str = "fp16"
                  ) -> ScaledFates:
-    """Round ``gradients * 2**log2_scale`` (exact in float64) to ``fmt`` and count the events."""
+    """Round ``gradients * 2**log2_scale`` to ``fmt`` (nearest even) and count the events.
+
+    The product is exact in float64 while it stays inside float64's range. Where it leaves it
+    (``scaled_fates(g, 2000)``, ``scaled_fates(g, -2000)``), the float64 product would be inf
+    or 0, an input the monitor counts as no event; each such element is rounded as
+    +-float64 max or +-2^-1074 instead, a stand-in whose fate in every format is that of the
+    exact product (far beyond the format's max, or far below half its smallest value): it
+    counts as an overflow or an underflow. float64 products below 2^-1022 lose bits, but
+    they lie far below the smallest value of every fpsim format (>= 2^-149), so their fate is
+    that of the exact product too.
+
+    >>> scaled_fates(np.ones(4), 2000).overflow, scaled_fates(np.ones(4), -2000).underflow
+    (4, 4)
+    """
     f = get_format(fmt)
-    if isinstance(log2_scale, bool) or not isinstance(log2_scale, int | np.integer):
+    if isinstance(log2_scale, bool | np.bool_) or not isinstance(log2_scale, int | np.integer):
         raise ValueError(f"log2_scale must be an integer (the scale is 2**log2_scale), "
-                         f"got {log2_scale!r}")
-    g = np.asarray(gradients, dtype=np.float64).ravel()
+                         f"got {log2_scale!r}")  # any integer: past +-2100 all fates are alike
+    g = as_float_array(gradients, "gradients").astype(np.float64).ravel()
     g = g[np.isfinite(g) & (g != 0)]
+    k = min(max(int(log2_scale), -_LOG2_SCALE_CLAMP), _LOG2_SCALE_CLAMP)
+    with np.errstate(over="ignore", under="ignore"):
+        scaled = np.ldexp(g, k)
+    tiny = np.copysign(np.ldexp(1.0, -1074), g)
+    scaled = np.where(scaled == 0, tiny, scaled)  # below float64: the exact product's fate
+    scaled = np.where(np.isinf(scaled), np.copysign(np.finfo(np.float64).max, g), scaled)
     with monitor() as m:
-        round_array(np.ldexp(g, int(log2_scale)), f)
+        round_array(scaled, f)
     counts = m.total()
     return ScaledFates(int(log2_scale), int(g.size), counts["underflow"], counts["subnormal"],
                        counts["overflow"])
@@ -235,4 +256,16 @@ def scaled_fates(gradients: np.ndarray, log2_scale: int, fmt: Format | str = "fp
 def to_code(x: float, fmt: Format | str) -> int:
     """The code of x rounded to nearest even in ``fmt`` (the explorer's starting code)."""
     f = get_format(fmt)
-    return int(to_bits(round_array(float(x), f), f))
+    return int(to_bits(round_array(_number("x", x), f), f))
+
+
+def _number(name: str, x: object) -> float:
+    """x as one float: a real number (numpy's too, a 0-d array, a numeric string as float()
+    reads it); else a ValueError naming ``name`` (an array of several is not one number)."""
+    try:
+        if getattr(x, "ndim", 0) != 0 or isinstance(x, (list, tuple)):
+            raise TypeError
+        return float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be one real number, got {x!r:.60} "
+                         f"(a {type(x).__name__})") from None
