@@ -4,8 +4,9 @@ One page per public package, and on it one mkdocstrings entry (``::: package.nam
 name, reached through the package that re-exports it (``nn.Dense``, never the module that
 defines it, so moving code between modules does not move its documentation). The public names
 of a package are its ``__all__``; a package without ``__all__`` contributes every name of
-``dir()`` that does not start with an underscore, is not a module and was defined in fpsim or
-nn. ``tests/docs/test_api_reference.py`` checks that every public name of fpsim and nn is here.
+``dir()`` that does not start with an underscore and is its own (defined in it, not imported
+from another module; see ``_belongs``). ``tests/docs/test_api_reference.py`` checks that every
+public name of fpsim and nn is here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import importlib
 import inspect
 import pathlib
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -46,9 +47,25 @@ def page_name(package: str) -> str:
     return f"{package}.md"
 
 
-def _defined_here(obj: object) -> bool:
-    module = getattr(obj, "__module__", None) or ""
-    return module.split(".")[0] in ("fpsim", "nn")
+def _imported_from_elsewhere(obj: object) -> bool:
+    """A class, function or object whose ``__module__`` is outside fpsim and nn (``Any``,
+    ``dataclass``, ``annotations``); constants such as dicts and tuples have no module and
+    count as the package's own."""
+    module = getattr(obj, "__module__", None)
+    return isinstance(module, str) and module.split(".")[0] not in ("fpsim", "nn")
+
+
+def _belongs(module: ModuleType, name: str, obj: object) -> bool:
+    """Whether a name of a package without ``__all__`` is its own: a class or function defined
+    in the package (or below it), or a constant that the top-level package does not already
+    export (``fpsim.mx.E4M3FN`` is ``fpsim.E4M3FN``, documented there)."""
+    if inspect.ismodule(obj) or _imported_from_elsewhere(obj) or isinstance(obj, TypeVar):
+        return False
+    if inspect.isclass(obj) or inspect.isroutine(obj) or hasattr(obj, "py_func"):
+        defined_in = getattr(obj, "__module__", "") or ""
+        return defined_in == module.__name__ or defined_in.startswith(module.__name__ + ".")
+    top = importlib.import_module(module.__name__.split(".")[0])
+    return top is module or getattr(top, name, None) is not obj
 
 
 def public_names(module: ModuleType) -> list[str]:
@@ -58,7 +75,7 @@ def public_names(module: ModuleType) -> list[str]:
         return sorted(set(exported))
     return sorted(
         name for name, obj in vars(module).items()
-        if not name.startswith("_") and not inspect.ismodule(obj) and _defined_here(obj)
+        if not name.startswith("_") and _belongs(module, name, obj)
     )
 
 
@@ -87,18 +104,25 @@ def implementation_modules(package: str) -> list[str]:
 
 @functools.cache
 def _static_tree(root: str) -> Any:
-    import griffe
-
+    try:
+        import griffe  # in the docs extra, with mkdocstrings
+    except ImportError:
+        return None
     return griffe.load(root, search_paths=[str(ROOT)], resolve_aliases=False)
 
 
 def _found_statically(package: str, name: str) -> bool:
-    """Whether mkdocstrings (griffe, which reads the source without running it) sees the name;
-    it does not see names bound by unpacking (``FINITE, INF, NAN = ...``)."""
+    """Whether mkdocstrings (griffe, which reads the source without running it) sees the name
+    and can follow it to its definition; it does not see names bound by unpacking
+    (``FINITE, INF, NAN = ...``)."""
     tree = _static_tree(package.split(".")[0])
+    if tree is None:  # without griffe there is no build to fail; assume it sees every name
+        return True
     try:
-        tree[f"{package}.{name}"[len(tree.path) + 1:]]
-    except KeyError:
+        found = tree[f"{package}.{name}"[len(tree.path) + 1:]]
+        if getattr(found, "is_alias", False):
+            found.final_target  # noqa: B018 (resolving it is the check)
+    except Exception:  # griffe's KeyError or AliasResolutionError: a name it cannot follow
         return False
     return True
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
 import sys
 from typing import Any
 
@@ -134,7 +135,37 @@ def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
 _NOTEBOOK_LINK = re.compile(r'href="([^":#"]+)\.ipynb(#[^"]*)?"')
 
 
+# The notebooks' math: mkdocs-jupyter leaves MathJax 2's script without a source (the page's
+# own MathJax configuration follows it). The site carries its own copy of MathJax
+# (jupyter-server-mathjax, in the docs extra) so that the math renders offline; its combined
+# configuration file holds the TeX input and HTML output in one script.
+_MATHJAX_TAG = '<script src=""> </script>'
+_MATHJAX_SRC = "assets/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
+
+
+def _mathjax_static() -> pathlib.Path | None:
+    try:
+        import jupyter_server_mathjax
+    except ImportError:
+        return None
+    return pathlib.Path(jupyter_server_mathjax.__file__).parent / "static"
+
+
 def on_post_page(output: str, page: Any, config: Any) -> str:
     if page.file.src_uri.endswith(".ipynb"):
         output = _NOTEBOOK_LINK.sub(lambda m: f'href="{m[1]}.html{m[2] or ""}"', output)
+        if _mathjax_static() is not None and _MATHJAX_TAG in output:
+            up = "../" * page.file.dest_uri.count("/")
+            output = output.replace(_MATHJAX_TAG, f'<script src="{up}{_MATHJAX_SRC}"></script>')
     return output
+
+
+def on_post_build(config: Any) -> None:
+    """Copy MathJax (with its English strings only) into the site for the notebooks' math."""
+    static = _mathjax_static()
+    if static is None:
+        return
+    target = pathlib.Path(config["site_dir"]) / "assets" / "mathjax"
+    shutil.copytree(static, target, dirs_exist_ok=True,
+                    ignore=lambda folder, names: [n for n in names if n != "en"]
+                    if pathlib.Path(folder).name == "localization" else [])

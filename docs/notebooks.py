@@ -24,10 +24,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TUTORIALS = ROOT / "tutorials"
 CACHE = ROOT / "build" / "docs-notebooks"
 TIMEOUT_S = 600
-# The kernel's environment: no window (Agg), the widgets draw their starting state, and one BLAS
-# thread (OpenBLAS's spinning threads slow a notebook many times over beside other busy work).
+# The kernel's environment: figures go into the cells' outputs (the inline backend; plain "Agg"
+# would draw them nowhere), the widgets draw their starting state, and one BLAS thread
+# (OpenBLAS's spinning threads slow a notebook many times over beside other busy work).
 KERNEL_ENV = {
-    "MPLBACKEND": "Agg",
+    "MPLBACKEND": "module://matplotlib_inline.backend_inline",
     "FPSIM_WIDGETS": "static",
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
@@ -98,6 +99,20 @@ def _execute(path: pathlib.Path) -> bytes:
     return nbformat.writes(nb).encode()
 
 
+def _missing_figures(data: bytes) -> list[int]:
+    """Indices of code cells that call ``plt.show()``, ``plt.subplots`` or ``plt.figure`` and
+    yet have no image among their outputs."""
+    cells = json.loads(data)["cells"]
+    missing = []
+    for index, cell in enumerate(cells):
+        source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        if any(call in source for call in ("plt.subplots(", "plt.figure(", "plt.show(")):
+            outputs = cell.get("outputs", [])
+            if not any("image/png" in out.get("data", {}) for out in outputs):
+                missing.append(index)
+    return missing
+
+
 def executed_lessons(log=print) -> dict[str, bytes]:
     """{notebook name: its executed copy}, executing only notebooks missing from the cache."""
     if os.environ.get("FPSIM_DOCS_EXECUTE", "1") == "0":
@@ -107,11 +122,16 @@ def executed_lessons(log=print) -> dict[str, bytes]:
     result: dict[str, bytes] = {}
     for name in lesson_names():
         path = TUTORIALS / name
-        key = hashlib.sha256(path.read_bytes() + sources.encode()).hexdigest()[:20]
+        key = hashlib.sha256(path.read_bytes() + sources.encode()
+                             + repr(sorted(KERNEL_ENV.items())).encode()).hexdigest()[:20]
         cached = CACHE / f"{path.stem}-{key}.ipynb"
         if not cached.exists():
             start = time.perf_counter()
             data = _execute(path)
+            missing = _missing_figures(data)
+            if missing:
+                raise RuntimeError(f"{name}: cells {missing} draw a figure but have no image "
+                                   "output")
             for stale in CACHE.glob(f"{path.stem}-*.ipynb"):
                 stale.unlink()
             cached.write_bytes(data)
