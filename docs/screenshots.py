@@ -15,7 +15,8 @@ the scripts ran (``--dump-dom``). A page fails when
   outputs (every ``data:image/png`` must decode to a non-empty image), the API page's entries;
   or a notebook page's math failed to typeset (MathJax's "Math Processing Error").
 
-Exit status 0 when all three pass, 1 otherwise (one line per failure on stderr).
+Besides, every course page (one per tutorial notebook) must hold at least one figure in its
+HTML. Exit status 0 when everything passes, 1 otherwise (one line per failure on stderr).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ import struct
 import subprocess
 import sys
 from collections.abc import Callable
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import notebooks  # noqa: E402  (docs/notebooks.py: which notebooks the course has)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -120,7 +124,10 @@ def notebook_with_earliest_figure(site: pathlib.Path) -> pathlib.Path | None:
     """The course page whose first figure comes earliest in its text, so the screenshot's
     window shows it; None when no course page has a figure."""
     best: tuple[int, pathlib.Path] | None = None
-    for page in sorted((site / "course").glob("*.html")):
+    for name in notebooks.lesson_names():
+        page = site / "course" / name.replace(".ipynb", ".html")
+        if not page.exists():
+            continue
         text = page.read_text(errors="replace")
         match = DATA_PNG.search(text, text.find("<article"))
         if match and (best is None or match.start() - text.find("<article") < best[0]):
@@ -163,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
              ("notebook", notebook, check_notebook),
              ("api", args.site / "api" / "fpsim.html", check_api)]
     failed = 0
+    for name in notebooks.lesson_names():
+        lesson = args.site / "course" / name.replace(".ipynb", ".html")
+        if not lesson.exists() or not DATA_PNG.search(lesson.read_text(errors="replace")):
+            print(f"{lesson.relative_to(args.site)}: missing, or no figure", file=sys.stderr)
+            failed += 1
     for name, page, check in pages:
         shot = args.out / f"{name}.png"
         shot.unlink(missing_ok=True)
