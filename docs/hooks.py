@@ -1,6 +1,6 @@
 """MkDocs hooks: the parts of the site generated from the repository at build time.
 
-- The course: every ``tutorials/*.ipynb`` is executed once (``docs/notebooks.py`` caches the
+- The course: every ``tutorials/*.ipynb`` is executed once (``docs/course_notebooks.py`` caches the
   executed copy by content) and copied to ``docs/course/`` for mkdocs-jupyter to render with its
   outputs; ``tutorials/exercises/*.ipynb`` and their solutions are copied as they are. The
   notebooks are found by glob, and the nav's "The course" section lists what was found.
@@ -23,7 +23,7 @@ DOCS = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS))
 
 import api_pages  # noqa: E402
-import notebooks  # noqa: E402
+import course_notebooks as notebooks  # noqa: E402
 
 CLI_MARKER = "<!-- cli-reference -->"
 EXERCISES = notebooks.TUTORIALS / "exercises"
@@ -71,12 +71,22 @@ def on_config(config: Any) -> Any:
 
 
 def on_pre_build(config: Any) -> None:
-    """Put the executed notebooks, the exercises and the API pages in place."""
-    for name, data in notebooks.executed_lessons().items():
+    """Put the executed notebooks, the exercises and the API pages in place, and remove copies
+    whose source is gone (a renamed notebook must not linger as a page)."""
+    lessons = notebooks.executed_lessons()
+    exercises = notebooks.exercises()
+    api = api_pages.pages()
+    for folder, pattern, keep in ((DOCS / "course", "*.ipynb", lessons),
+                                  (DOCS / "course" / "exercises", "**/*.ipynb", exercises),
+                                  (DOCS / "api", "*.md", api)):
+        for stale in folder.glob(pattern):
+            if stale.relative_to(folder).as_posix() not in keep:
+                stale.unlink()
+    for name, data in lessons.items():
         _write_if_changed(DOCS / "course" / name, data)
-    for name, data in notebooks.exercises().items():
+    for name, data in exercises.items():
         _write_if_changed(DOCS / "course" / "exercises" / name, data)
-    for name, text in api_pages.pages().items():
+    for name, text in api.items():
         _write_if_changed(DOCS / "api" / name, text.encode())
 
 

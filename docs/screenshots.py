@@ -33,15 +33,15 @@ import sys
 from collections.abc import Callable
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import notebooks  # noqa: E402  (docs/notebooks.py: which notebooks the course has)
+import course_notebooks as notebooks  # noqa: E402  (which notebooks the course has)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 WINDOW = (1280, 2400)
 # A figure: a cell's image output (mkdocs-jupyter renders it in a jp-RenderedImage area; a
 # widget's static picture, inside an HTML output, does not count).
-DATA_PNG = re.compile(
-    r'class="jp-RenderedImage[^"]*"[^>]*>\s*<img[^>]+src="data:image/png;base64,([A-Za-z0-9+/=\s]+)"')
+DATA_PNG = re.compile(r'class="jp-RenderedImage[^"]*"[^>]*>\s*'
+                      r'<img[^>]+src="data:image/png;base64,([A-Za-z0-9+/=\s]+)"')
 
 
 def find_browser(name: str | None = None) -> str | None:

@@ -7,7 +7,7 @@ notebook and of every ``.py`` file of fpsim, nn and tutorials/, so a rebuild exe
 changed. ``exercises()`` returns the exercises and their worked solutions as stored: an exercise
 is a task with stubs left to the reader, so it is shown unexecuted.
 
-Run as a script to fill the cache ahead of a build: ``python docs/notebooks.py``. For a quick
+Run as a script to fill the cache ahead of a build: ``python docs/course_notebooks.py``. For a quick
 draft of the prose, ``FPSIM_DOCS_EXECUTE=0 mkdocs serve`` shows the notebooks unexecuted.
 """
 
