@@ -13,7 +13,7 @@ every function is vectorized; results come back as numpy arrays (numpy scalars f
 The array paths work in chunks of ``_CHUNK`` elements, so their float64/int64 temporaries
 stay a few megabytes: besides the result, memory stays within 2x of the input.
 
-Decisions (the contract where DESIGN.md is silent):
+Decisions (recorded in docs/semantics.md, "Numerical semantics"):
 
 - ``to_bits`` only encodes values the format holds; anything else raises ``ValueError`` naming
   the first offending value and its two neighbours (round first with ``fpsim.round``).

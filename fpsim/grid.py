@@ -1,6 +1,6 @@
 """The grid of a format's values: ``values``, ``ulp``, ``next_up``, ``next_down``.
 
-Decisions (the contract where DESIGN.md is silent):
+Decisions (recorded in docs/semantics.md, "Numerical semantics"):
 
 - The grid follows what rounding can produce: for a format with ``subnormals=False`` it skips
   the subnormals (and ``ulp`` uses rounding's quantum, see ``ulp``).
