@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 import zipfile
 import zlib
@@ -49,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from fpsim.atomic import write_atomic
 from nn.engine.checks import count
 from nn.engine.formats import format_name
 from nn.engine.random import restoring
@@ -70,12 +70,6 @@ def _layers(model: Any, by_path: bool) -> dict[str, Any]:
     return {layer.name: layer for layer in model.modules()}
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 # --- saving -------------------------------------------------------------------------------------
 def _serialize(registry: Any, obj: Any, what: str) -> dict[str, Any]:
     try:
@@ -95,9 +89,10 @@ def _is_model(obj: object) -> bool:
 
 
 def save_model(model: Any, path: str | os.PathLike) -> None:
-    """Write ``model`` to ``path`` (exactly that name; written to a temporary file first and
-    renamed, so an interrupted save never leaves a half-written checkpoint). The file gets the
-    permissions of a new file under the user's umask, as ``np.save`` gives."""
+    """Write ``model`` to ``path`` (exactly that name) through ``fpsim.atomic.write_atomic``: a
+    temporary file beside it, fsynced and renamed, so a failed or interrupted save leaves the
+    previous checkpoint intact and raises ``fpsim.atomic.WriteError`` naming the file. A new file
+    gets the permissions of the user's umask, as ``np.save`` gives; a replaced one keeps its own."""
     if not _is_model(model):
         raise TypeError(f"save() supports nn models built from layers (e.g. nn.Sequential), "
                         f"got {type(model).__name__}")
@@ -153,16 +148,8 @@ def save_model(model: Any, path: str | os.PathLike) -> None:
                 "state": {k: v for k, v in scaler.state_dict().items() if k != "optimizer"},
             }
     arrays["config"] = np.frombuffer(json.dumps(config).encode("utf-8"), dtype=np.uint8)
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]  # the stub types one kwarg
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; np.save's files follow the umask
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda f: np.savez(f, **arrays),  # type: ignore[arg-type]
+                 what="checkpoint")
 
 
 # --- loading ------------------------------------------------------------------------------------

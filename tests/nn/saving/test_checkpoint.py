@@ -330,6 +330,30 @@ def test_checkpoints_get_the_permissions_of_the_users_umask(tmp_path, umask, mod
     assert stat.S_IMODE((tmp_path / "oracle.npy").stat().st_mode) == mode
 
 
+def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_byte_identical(tmp_path,
+                                                                               monkeypatch):
+    import errno
+
+    from fpsim.atomic import WriteError
+
+    model = nn.Sequential([nn.Dense(2)])
+    model(np.ones((1, 2), np.float32))
+    path = tmp_path / "m.npz"
+    model.save(path)
+    before = path.read_bytes()
+    model.layers[0].kernel.assign(np.full((2, 2), 7.0, np.float32))
+
+    def half_then_full_disk(f, **arrays):
+        f.write(b"PK\x03\x04 half a zip")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", half_then_full_disk)
+    with pytest.raises(WriteError, match="checkpoint.*m.npz.*No space left.*unchanged"):
+        model.save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]
+
+
 def test_a_version_1_checkpoint_loads_and_predicts_as_it_was_saved():
     """tests/nn/data/checkpoint_v1.npz was written by the previous format (version 1): mixed
     fp16 Dense/seeded Dropout/Dense, a weighted loss, Adam with a dynamic loss scale after 8
