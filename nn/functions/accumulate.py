@@ -12,8 +12,14 @@ An fp16 accumulator (IEEE half) on inputs whose significands have at most 32 bit
 (fp16, bf16 and fp8 inputs) takes nn.functions.fp16_accumulate's kernel: bit for bit the
 same sequential model, about ten times faster than fpsim's general one.
 
-This option lives only in the ops of this module (conv2d's and attention's ``accumulator=``);
-Dense keeps fp32 accumulation.
+``accumulator=`` also takes an accumulator model of ``fpsim.accumulators`` or the name of one
+of its presets (``fpsim.accumulators.PRESETS``: "hopper_fp8_fast", "hopper_fp8_promote128",
+"v100_tensor_core", "wang2018_fp16_chunk64", ...): models of what hardware is reported to do,
+each with its source in its docstring. A layer saves a preset by its name; a model object that
+is not a preset cannot be saved in a layer's config (``get_config`` says so).
+
+This option lives in the ops of this module and in the layers that pass it: ``Dense``,
+``Conv1D``/``Conv2D`` and ``MultiHeadAttention`` (``accumulator=``).
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from fpsim import FP16, FP32, Format
+from fpsim import FP16, FP32
 from fpsim.accumulate import matmul_nd, same_values
+from fpsim.accumulators import PRESETS, is_model, resolve
 from nn.engine.autograd import Context, Function
-from nn.engine.formats import FormatLike, resolve_format
+from nn.engine.formats import FormatLike, format_name, resolve_format
 from nn.engine.rounding import round_array
 from nn.engine.tensor import Tensor
 from nn.functions.activations import relu_grad
@@ -38,11 +45,16 @@ def _swap_last(t: Tensor) -> Tensor:
     return transpose(t, tuple(range(t.ndim - 2)) + (t.ndim - 1, t.ndim - 2))
 
 
-def _accumulate(ctx: Context, a: np.ndarray, b: np.ndarray, acc: Format | None) -> np.ndarray:
+Accumulator = Any  # a Format or an fpsim.accumulators model
+
+
+def _accumulate(ctx: Context, a: np.ndarray, b: np.ndarray, acc: Accumulator) -> np.ndarray:
     fa, fb = ctx.inputs[0].fmt, ctx.inputs[1].fmt
     if acc is None or fa is None or fb is None:
         return np.asarray(np.matmul(a, b), dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
+        if is_model(acc):
+            return np.asarray(matmul_nd(a, b, fa, fb, acc), dtype=np.float64)
         if same_values(acc, FP16) and fa.precision + fb.precision <= MAX_PRODUCT_BITS:
             return fp16_sequential_matmul(a, b)
         return np.asarray(matmul_nd(a, b, fa, fb, acc), dtype=np.float64)
@@ -53,7 +65,7 @@ class AccumulatedMatMul(Function):
     """a @ b (>= 2-D, leading dimensions broadcast) accumulated in ``acc``, rounded once."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray, acc: Format | None = None
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray, acc: Accumulator = None
                 ) -> np.ndarray:
         ctx.saved["acc"] = acc
         return round_array(_accumulate(ctx, a, b, acc), ctx.fmt, site=ctx.output_site())
@@ -72,7 +84,7 @@ class AccumulatedLinear(Function):
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                acc: Format | None = None, relu: bool = False) -> np.ndarray:
+                acc: Accumulator = None, relu: bool = False) -> np.ndarray:
         ctx.saved.update(acc=acc, relu=relu)
         z = _accumulate(ctx, x, w, acc)
         if b is not None:
@@ -95,11 +107,31 @@ class AccumulatedLinear(Function):
         return grads
 
 
-def accumulator_format(accumulator: FormatLike, what: str = "accumulator") -> Format | None:
-    """The accumulator's Format; None for fp32 (given as None or as FP32), the accumulator of
-    every matmul in nn, so that callers keep the fused fp32 path."""
-    fmt = None if accumulator is None else resolve_format(accumulator, what)
+def accumulator_format(accumulator: Any, what: str = "accumulator") -> Accumulator:
+    """The accumulator: a Format, an ``fpsim.accumulators`` model (given as an object or a
+    preset name), or None for fp32 (given as None or as FP32), the accumulator of every matmul
+    in nn, so that callers keep the fused fp32 path."""
+    if accumulator is None:
+        return None
+    if is_model(accumulator) or (isinstance(accumulator, str)
+                                 and accumulator.strip().lower() in PRESETS):
+        return resolve(accumulator)
+    fmt = resolve_format(accumulator, what)
     return None if fmt is FP32 or fmt == FP32 else fmt
+
+
+def accumulator_name(acc: Accumulator, what: str = "accumulator") -> str | None:
+    """How a layer's config stores its accumulator: a format name, a preset name, or None."""
+    if acc is None:
+        return None
+    if not is_model(acc):
+        return format_name(acc)
+    for name, model in PRESETS.items():
+        if model == acc:
+            return name
+    raise ValueError(f"{what}: the accumulator model {acc!r} is not one of "
+                     f"fpsim.accumulators.PRESETS, so it cannot be saved in a config; "
+                     f"use a preset name ({', '.join(PRESETS)})")
 
 
 def accumulated_matmul(a: Tensor, b: Tensor, accumulator: FormatLike) -> Tensor:

@@ -24,11 +24,10 @@ import numpy as np
 
 from nn import functions as F
 from nn.engine import checks, sites
-from nn.engine.formats import format_name
 from nn.engine.sites import name_scope
 from nn.engine.tensor import Tensor, Variable
 from nn.fp8.scope import layer_scope as fp8_layer_scope
-from nn.functions.accumulate import accumulated_linear, accumulator_format
+from nn.functions.accumulate import accumulated_linear, accumulator_format, accumulator_name
 from nn.functions.attention import attention, causal_mask
 from nn.layers.base import Layer, register
 from nn.layers.initializers import get_initializer
@@ -187,6 +186,5 @@ class MultiHeadAttention(StatisticsFormat, Layer):
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
                 "value_dim": self.value_dim, "use_bias": self.use_bias,
-                "accumulator": None if self.accumulator is None
-                else format_name(self.accumulator), "seed": self.seed,
+                "accumulator": accumulator_name(self.accumulator), "seed": self.seed,
                 **self.statistics_config()}

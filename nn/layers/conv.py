@@ -2,8 +2,8 @@
 
 Numerics (as Dense): the input windows (im2col, exact) and the kernel in the compute format,
 products and bias accumulated in fp32, one rounding to the compute format (relu fused into
-it); ``accumulator="float16"`` (any format name) accumulates in that format instead, to show
-swamping. The gradients of input and kernel are products of the same kind; the input's
+it); ``accumulator="float16"`` (any format name, or an ``fpsim.accumulators`` model or preset
+name) accumulates that way instead, to show swamping. The gradients of input and kernel are products of the same kind; the input's
 gradient sums the overlapping windows in fp32 and is rounded once to the input's format.
 Padding "same" follows TensorFlow (the odd pixel at the bottom/right).
 """
@@ -18,9 +18,8 @@ import numpy as np
 
 from nn import functions as F
 from nn.engine import checks
-from nn.engine.formats import format_name
 from nn.engine.tensor import Tensor, Variable
-from nn.functions.accumulate import accumulator_format
+from nn.functions.accumulate import accumulator_format, accumulator_name
 from nn.functions.conv import PADDINGS, conv2d, conv_output_shape, pair
 from nn.layers.base import Layer, _unique_name, register
 from nn.layers.initializers import activation_name, get_activation, get_initializer
@@ -121,12 +120,8 @@ class Conv2D(Layer):
         return {**super().get_config(), "filters": self.filters,
                 "kernel_size": list(self.kernel_size), "strides": list(self.strides),
                 "padding": self.padding, "activation": activation_name(self.activation_name),
-                "use_bias": self.use_bias, "accumulator": _acc_name(self.accumulator),
+                "use_bias": self.use_bias, "accumulator": accumulator_name(self.accumulator),
                 "seed": self.seed}
-
-
-def _acc_name(acc: Any) -> str | None:
-    return None if acc is None else format_name(acc)
 
 
 @register
@@ -183,4 +178,4 @@ class Conv2d(Conv2D):
         return {"name": self.name, "dtype": self.policy.name, "in_channels": self.in_channels,
                 "out_channels": self.filters, "kernel_size": list(self.kernel_size),
                 "stride": list(self.strides), "padding": self.padding, "bias": self.use_bias,
-                "accumulator": _acc_name(self.accumulator), "seed": self.seed}
+                "accumulator": accumulator_name(self.accumulator), "seed": self.seed}

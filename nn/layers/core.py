@@ -16,7 +16,7 @@ from nn import functions as F
 from nn.engine import checks
 from nn.engine.random import spawn_generator
 from nn.engine.tensor import Tensor, Variable
-from nn.functions.accumulate import accumulated_linear, accumulator_format
+from nn.functions.accumulate import accumulated_linear, accumulator_format, accumulator_name
 from nn.layers.base import Layer, register
 from nn.layers.initializers import activation_name, get_activation, get_initializer
 from nn.precision.policy import Policy
@@ -31,7 +31,9 @@ class Dense(Layer):
     activation is a separate op rounding again. ``accumulator="float16"`` (any format name; not
     a Keras argument) adds the products in that format instead, left to right, forward and
     backward (``nn.functions.accumulate.accumulated_linear``), to show what a narrow
-    accumulator does; None (the default) or "float32" is the fp32 path.
+    accumulator does; None (the default) or "float32" is the fp32 path. An accumulator model
+    of ``fpsim.accumulators`` or a preset name (``"hopper_fp8_promote128"``) adds them as that
+    model of hardware does.
     """
 
     def __init__(
@@ -93,7 +95,7 @@ class Dense(Layer):
                   "activation": activation_name(self.activation_name), "use_bias": self.use_bias,
                   "seed": self.seed}
         if self.accumulator is not None:  # only when set: Keras's Dense has no such argument
-            config["accumulator"] = self.accumulator.name
+            config["accumulator"] = accumulator_name(self.accumulator, "Dense: accumulator")
         return config
 
 
