@@ -53,6 +53,7 @@ def _accumulate_calls() -> list[tuple[str, Callable[[], object]]]:
     return [
         ("sum", lambda: fpsim_sum(a, accumulate=FP16, order="pairwise")),
         ("matmul", lambda: matmul(a, a, accumulate=FP16)),
+        ("accumulator model", lambda: matmul(a, a, accumulate="hopper_fp8_promote128")),
     ]
 
 
@@ -66,7 +67,9 @@ def _mx_calls() -> list[tuple[str, Callable[[], object]]]:
             mx.quantize(x, "mxfp8_e4m3")
 
     return [("mx quantize", lambda: mx.quantize(x, "mxfp8_e4m3")),
-            ("mx quantize monitored", counted)]
+            ("mx quantize monitored", counted),
+            ("nvfp4 quantize", lambda: mx.quantize(x, "nvfp4")),
+            ("mx encode", lambda: mx.encode(x, "mxfp4_e2m1"))]
 
 
 def tasks() -> list[tuple[str, Callable[[], object]]]:

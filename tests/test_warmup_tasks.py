@@ -20,3 +20,8 @@ def test_warmup_mx_calls_run_the_fast_kernel_path():
     with fpsim.monitor() as m:
         calls["mx quantize monitored"]()  # an inner monitor: the outer one counts too
     assert m.blocks["mx"]["blocks"] == 3 and m.blocks["mx"]["elements"] == 96
+
+
+def test_warmup_tasks_cover_the_general_block_kernel_and_the_accumulator_models():
+    labels = [label for label, _ in warmup.tasks()]
+    assert {"nvfp4 quantize", "mx encode", "accumulator model"} <= set(labels)
