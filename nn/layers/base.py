@@ -10,6 +10,7 @@ no edit anywhere else.
 from __future__ import annotations
 
 import contextvars
+import functools
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -192,7 +193,12 @@ class Layer(Module, metaclass=_LayerType):
     def _build_once(self, input_shape: tuple[int | None, ...]) -> None:
         if not self.built:
             self.build(input_shape)
-            self._build_input_shape = (None, *input_shape[1:])
+            self._mark_built(input_shape)
+
+    def _mark_built(self, input_shape: Any) -> None:
+        if not self.built:
+            shape = tuple(input_shape) if input_shape is not None else ()
+            self._build_input_shape = (None, *shape[1:]) if shape else None
             self.built = True
 
     def resolve_training(self, training: bool | None) -> bool:
@@ -271,6 +277,26 @@ class Layer(Module, metaclass=_LayerType):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         route_symbolic_calls(cls)  # the functional API (nn.Input) for a layer's own __call__
+        if "build" in cls.__dict__:
+            cls.build = _marks_built(cls.__dict__["build"])  # type: ignore[method-assign]
+
+
+def _marks_built(build: Any) -> Any:
+    """``build`` that also marks the layer built, as Keras 3 wraps every layer's ``build``: a
+    layer built by hand (``d.build((None, 3))``, then ``set_weights``) keeps those weights on
+    its first call instead of building new ones."""
+    if getattr(build, "_marks_built", False):
+        return build
+
+    @functools.wraps(build)
+    def wrapper(self: Layer, input_shape: Any) -> Any:
+        out = build(self, input_shape)
+        if type(self).build is wrapper:  # the outermost build: a subclass's super().build(...)
+            self._mark_built(input_shape)  # may pass another shape (NCHW -> NHWC)
+        return out
+
+    wrapper._marks_built = True  # type: ignore[attr-defined]
+    return wrapper
 
 
 route_symbolic_calls(Layer)  # calling a layer on nn.Input records it (nn.layers.symbolic)

@@ -219,3 +219,13 @@ def test_forward_gets_fits_training_mode_through_the_call_context():
     assert not np.array_equal(model(x, training=True).data, x)  # dropout on inside
     model.eval()
     assert np.array_equal(model(x).data, x)
+
+
+def test_a_layer_built_by_hand_keeps_the_weights_set_before_its_first_call():
+    """Keras 3: ``build`` marks the layer built, so ``set_weights`` after it is what the first
+    call uses (it used to build new weights on that call)."""
+    d = nn.Dense(2)
+    d.build((None, 3))
+    d.set_weights([np.ones((3, 2), np.float32), np.zeros(2, np.float32)])
+    np.testing.assert_array_equal(d(np.ones((1, 3), np.float32)).numpy(), [[3.0, 3.0]])
+    assert len(d.get_weights()) == 2 and d.built
