@@ -21,6 +21,7 @@ except ImportError as error:  # pragma: no cover - exercised by a subprocess tes
         "the build that fits your machine)."
     ) from error
 
+from fpsim.torch import mx
 from fpsim.torch.rounding import round  # noqa: A004  (fpsim.round's name)
 
-__all__ = ["round"]
+__all__ = ["mx", "round"]

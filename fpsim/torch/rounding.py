@@ -120,7 +120,14 @@ def round(  # noqa: A001  (fpsim.round's name)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got "
                         f"{type(generator).__name__}")
-    counting = monitor_is_active()
+    return round_checked(t, fmt, mode, generator, subnormals, policy, site,
+                         counting=monitor_is_active())
+
+
+def round_checked(t: torch.Tensor, fmt: Format, mode: RoundingMode,
+                  generator: torch.Generator | None, subnormals: bool, policy: str,
+                  site: str | None, counting: bool) -> torch.Tensor:
+    """``round`` on validated arguments; ``counting`` records the events under ``site``."""
     native = native_cast(fmt, mode, subnormals, policy, t.dtype)
     if native is not None and not counting:
         return t.to(native).to(torch.float32)
