@@ -22,6 +22,9 @@ except ImportError as error:  # pragma: no cover - exercised by a subprocess tes
     ) from error
 
 from fpsim.torch import mx
+from fpsim.torch.autograd import quantize
+from fpsim.torch.emulate import emulate
+from fpsim.torch.policy import TorchPolicy, get_policy
 from fpsim.torch.rounding import round  # noqa: A004  (fpsim.round's name)
 
-__all__ = ["mx", "round"]
+__all__ = ["TorchPolicy", "emulate", "get_policy", "mx", "quantize", "round"]
