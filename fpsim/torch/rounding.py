@@ -15,12 +15,14 @@ input are widened to it exactly), or float64 for float64 input and for formats r
 float32's normal range, as ``fpsim.round`` chooses. Formats without zero (E8M0FNU) take
 fpsim's exponent-only rule (``fpsim._exponent_only``), here in torch.
 
-Where torch has the format as a dtype and its cast is the same function (float32 input,
-nearest-even, subnormals kept, the overflow rule of ``NATIVE_CASTS``; the tests check each
-one bit for bit against ``fpsim.round``), the cast is used: one pass instead of twenty.
+float32 input rounded to nearest even (the common call) takes a float32 path of a few passes
+instead of the twenty of the integer path: torch's own cast where torch has the format as a
+dtype (``NATIVE_CASTS``), else fpsim's float32 addition trick (``fpsim.kernels.fast_f32``).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -32,7 +34,7 @@ from fpsim.kernels.constants import Carrier, FormatBits
 from fpsim.kernels.general import ModeBits
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record as monitor_record
-from fpsim.quantize import _needs_wide_carrier, format_constants
+from fpsim.quantize import _needs_wide_carrier, format_constants, nearest_even_f32_constants
 from fpsim.rounding import RoundingMode, get_mode, resolve_overflow, resolve_subnormals
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -40,29 +42,70 @@ _NUMPY_CARRIER: dict[torch.dtype, np.dtype] = {torch.float32: np.dtype(np.float3
                                                torch.float64: np.dtype(np.float64)}
 _INT_VIEW = {torch.float32: torch.int32, torch.float64: torch.int64}
 
-# (format, overflow policy) pairs torch holds as dtypes whose float32 -> dtype cast rounds to
-# nearest even exactly as fpsim.round does with that policy and subnormals kept (torch's
-# float8_e4m3fn cast saturates: it is fpsim's E4M3FN with overflow="saturate").
-# tests/torch/test_torch_round.py checks every entry over every code, midpoint and neighbour;
-# getattr: older torch lacks the fp8 dtypes.
-NATIVE_CASTS: dict[tuple[Format, str], torch.dtype] = {
-    key: dtype for key, dtype in (
-        ((FP16, "inf"), torch.float16),
-        ((BF16, "inf"), torch.bfloat16),
-        ((E4M3FN, "saturate"), getattr(torch, "float8_e4m3fn", None)),
-        ((E5M2, "inf"), getattr(torch, "float8_e5m2", None)),
-        ((E4M3FNUZ, "nan"), getattr(torch, "float8_e4m3fnuz", None)),
-        ((E5M2FNUZ, "nan"), getattr(torch, "float8_e5m2fnuz", None)),
+# Formats torch holds as dtypes, with the overflow policy of torch's float32 -> dtype cast:
+# round to nearest even, as fpsim.round does, except where fpsim's policy differs (torch's
+# float8_e4m3fn cast saturates, fpsim's E4M3FN overflows to NaN), which one comparison fixes.
+# tests/torch/test_torch_round.py checks every entry under every policy over every code,
+# midpoint and neighbour; getattr: older torch lacks the fp8 dtypes.
+NATIVE_CASTS: dict[Format, tuple[torch.dtype, str]] = {
+    fmt: (dtype, policy) for fmt, dtype, policy in (
+        (FP16, torch.float16, "inf"),
+        (BF16, torch.bfloat16, "inf"),
+        (E4M3FN, getattr(torch, "float8_e4m3fn", None), "saturate"),
+        (E5M2, getattr(torch, "float8_e5m2", None), "inf"),
+        (E4M3FNUZ, getattr(torch, "float8_e4m3fnuz", None), "nan"),
+        (E5M2FNUZ, getattr(torch, "float8_e5m2fnuz", None), "nan"),
     ) if dtype is not None
 }
+_EXPONENT_FIELD = ((1 << 8) - 1) << 23  # 0|11111111|000...0 of a float32
 
 
-def native_cast(fmt: Format, mode: RoundingMode, subnormals: bool, policy: str,
-                dtype: torch.dtype) -> torch.dtype | None:
-    """The torch dtype whose cast is this rounding of float32 input, or None."""
-    if dtype != torch.float32 or mode is not RoundingMode.NEAREST_EVEN or not subnormals:
+def _nearest_even_f32(x: torch.Tensor, fmt: Format, subnormals: bool, policy: str
+                      ) -> torch.Tensor | None:
+    """float32 x rounded to nearest even in float32 arithmetic, or None where no such path
+    applies: torch's cast (NATIVE_CASTS) with the overflow fixed to the policy, else
+    fpsim.kernels.fast_f32's addition trick (its docstring shows why it is exact):
+
+        |x| = 0|EEEEEEEE|MMMMMMMMMMMMMMMMMMMMMMM
+        B   = 0|EEEEEEEE + (23 - M)|00000000000000000000000   (at least C_SUB)
+
+    (|x| + B) - B is |x| rounded on the format's grid; overflow is |x| >= THRESHOLD."""
+    native = NATIVE_CASTS.get(fmt)
+    p = nearest_even_f32_constants(fmt, subnormals, policy, finite_input=True)
+    if native is not None and subnormals:
+        dtype, own = native
+        r = x.to(dtype).to(torch.float32)
+        assert p is not None  # (it exists for every NATIVE_CASTS format)
+        fix_overflow = policy != own or policy == "nan"  # (the cast's NaN lacks fpsim's sign)
+        # on the CPU, skip the fix-ups when nothing needs them: one reading pass (min and max,
+        # NaN if any is NaN) instead of passes over three tensors (on a GPU the test would
+        # cost a synchronisation)
+        if x.device.type == "cpu" and x.numel():
+            lo, hi = (float(v) for v in torch.aminmax(x))
+            limit = float(p.THRESHOLD) if fix_overflow else math.inf
+            if -limit < lo and hi < limit or not fix_overflow and lo == lo and hi == hi:
+                return r
+        if fix_overflow:
+            over = x.abs() >= float(p.THRESHOLD)
+            if fmt.inf:
+                over = over & ~torch.isinf(x)  # inf input stays inf
+            r = torch.where(over, torch.copysign(torch.tensor(float(p.OVERFLOW)), x), r)
+        return torch.where(torch.isnan(x), x, r)  # NaN keeps its payload
+    if p is None or (fmt.inf and policy != "inf"):
         return None
-    return NATIVE_CASTS.get((fmt, policy))
+    av = x.abs()
+    big = av >= 2.0**64  # scaled by 2^-64 first so that B stays inside float32's range
+    avs = torch.where(big, av * 2.0**-64, av)
+    b = ((avs.view(torch.int32) & _EXPONENT_FIELD) + int(p.SHIFT)).view(torch.float32)
+    b = torch.clamp(b, min=float(p.C_SUB))
+    ra = (avs + b) - b
+    ra = torch.where(big, ra * 2.0**64, ra)
+    r = torch.copysign(ra, x)
+    if p.NO_NEG_ZERO:
+        r = torch.where(ra == 0, ra, r)
+    r = torch.where(av >= float(p.THRESHOLD), torch.copysign(torch.tensor(float(p.OVERFLOW)),
+                                                             x), r)
+    return torch.where(torch.isnan(x), x, r)
 
 
 # A positive value below the smallest subnormal 2^q goes up to 2^q when its bits exceed this
@@ -128,9 +171,10 @@ def round_checked(t: torch.Tensor, fmt: Format, mode: RoundingMode,
                   generator: torch.Generator | None, subnormals: bool, policy: str,
                   site: str | None, counting: bool) -> torch.Tensor:
     """``round`` on validated arguments; ``counting`` records the events under ``site``."""
-    native = native_cast(fmt, mode, subnormals, policy, t.dtype)
-    if native is not None and not counting:
-        return t.to(native).to(torch.float32)
+    if t.dtype == torch.float32 and mode is RoundingMode.NEAREST_EVEN and not counting:
+        fast = _nearest_even_f32(t, fmt, subnormals, policy)
+        if fast is not None:
+            return fast
     if t.dtype == torch.float64 or _needs_wide_carrier(fmt, subnormals):
         carrier = torch.float64
     else:
