@@ -52,7 +52,7 @@ def quantize(
     >>> w = torch.tensor([0.3, 500.0], requires_grad=True)
     >>> q = fpsim.torch.quantize(w, "e4m3fn", overflow="saturate"); q.sum().backward()
     >>> q.detach(), w.grad
-    (tensor([  0.3125, 448.0000]), tensor([1., 1.]))
+    (tensor([3.1250e-01, 4.4800e+02]), tensor([1., 1.]))
     """
     t = check_tensor("t", t)
     mode = get_mode(mode)

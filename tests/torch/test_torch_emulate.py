@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DEVICE
+from torch_device import DEVICE
 
 import fpsim
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DEVICE
 from oracle import sample_points
 from strategies import DETERMINISTIC_MODES
+from torch_device import DEVICE
 
 import fpsim
 

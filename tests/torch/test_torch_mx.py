@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DEVICE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import DETERMINISTIC_MODES
+from torch_device import DEVICE
 
 import fpsim
 from fpsim.kernels.mx import SCALE_RULES

@@ -9,11 +9,11 @@ import math
 
 import numpy as np
 import pytest
-from conftest import DEVICE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import sample_points
 from strategies import DETERMINISTIC_MODES, SMALL_CATALOG, float32_arrays
+from torch_device import DEVICE
 
 import fpsim
 from fpsim.formats import OVERFLOW_KINDS
