@@ -24,6 +24,12 @@ rounded operand (``input``, ``weight``, ``bias``; ``a``, ``b``; ``query``, ``key
 ``value``), ``scope/op`` for the output, ``scope/op/grad_output`` and
 ``scope/op/grad_<operand>`` in backward.
 
+Not caught: products inside a torch functional that dispatches ``__torch_function__`` itself
+and then computes them (``F.multi_head_attention_forward``, behind ``nn.MultiheadAttention``
+and so ``nn.TransformerEncoderLayer``'s attention): a mode sees such a call once, from outside,
+and the products inside run in plain float32. ``HIDDEN_PRODUCTS`` lists the known ones;
+emulate warns once per module when one of them runs.
+
 Block recipes: the output gradient is block-quantized once, along the axis the input
 gradient's product reduces over, and the weight gradient's product reuses it (nn.fp8
 quantizes a transposed copy along the other axis); attention's probabilities are not rounded
@@ -32,6 +38,7 @@ quantizes a transposed copy along the other axis); attention's probabilities are
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +95,12 @@ PRODUCTS: dict[Callable[..., Any], Product] = {
     torch.bmm: _MATMUL,
     torch.Tensor.bmm: _MATMUL,
     F.scaled_dot_product_attention: _ATTENTION,
+}
+
+
+# torch functionals whose products emulate cannot reach (see the module docstring)
+HIDDEN_PRODUCTS: dict[Callable[..., Any], str] = {
+    F.multi_head_attention_forward: "F.multi_head_attention_forward (nn.MultiheadAttention)",
 }
 
 
@@ -164,6 +177,12 @@ class _Mode(TorchFunctionMode):
         kwargs = dict(kwargs or {})
         product = PRODUCTS.get(func)
         if product is None or not self.emulation.policy.rounds:
+            if func in HIDDEN_PRODUCTS and func not in self.emulation.warned:
+                self.emulation.warned.add(func)
+                warnings.warn(f"fpsim.torch.emulate: the products inside "
+                              f"{HIDDEN_PRODUCTS[func]} run in plain float32 (a functional "
+                              "that dispatches torch functions itself hides them)",
+                              stacklevel=2)
             return func(*args, **kwargs)
         args = list(args)
         operands = [args[i] if i < len(args) else kwargs.pop(name, None)
@@ -191,6 +210,7 @@ class Emulation:
         self.module = module
         self._mode = _Mode(self)
         self._scopes: list[str] = []
+        self.warned: set[Callable[..., Any]] = set()  # HIDDEN_PRODUCTS already warned about
         self._depth = 0
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         for name, sub in module.named_modules():

@@ -224,3 +224,18 @@ def test_bad_policies_and_modules_raise_clear_errors():
         ft.get_policy("fp8_hybrid_delayed")
     with pytest.raises(TypeError, match="torch.nn.Module"):
         ft.emulate(lambda x: x, "mixed_float16")
+
+
+def test_products_hidden_inside_multihead_attention_are_not_caught_and_emulate_says_so():
+    """nn.MultiheadAttention computes its projections and attention inside
+    F.multi_head_attention_forward, which a torch function mode sees only from outside."""
+    torch.manual_seed(6)
+    mha = ft.emulate(torch.nn.MultiheadAttention(8, 2, batch_first=True).to(DEVICE),
+                     "mixed_float16")
+    x = seeded(2, 5, 8, seed=15)
+    with pytest.warns(UserWarning, match="multi_head_attention_forward"), \
+            fpsim.monitor() as m:
+        out = mha(x, x, x, need_weights=False)[0]
+    assert m.counts == {}
+    mha.fpsim_emulation.remove()
+    assert torch.equal(out, mha(x, x, x, need_weights=False)[0])  # plain float32
