@@ -30,7 +30,7 @@ import torch
 from fpsim import _kernels
 from fpsim.catalog import BF16, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, FP16, get_format
 from fpsim.formats import Format
-from fpsim.kernels.constants import Carrier, FormatBits
+from fpsim.kernels.constants import Carrier, FormatBits, NearestEvenF32
 from fpsim.kernels.general import ModeBits
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record as monitor_record
@@ -60,6 +60,11 @@ NATIVE_CASTS: dict[Format, tuple[torch.dtype, str]] = {
 _EXPONENT_FIELD = ((1 << 8) - 1) << 23  # 0|11111111|000...0 of a float32
 
 
+@torch.compiler.disable  # (plain Python on cached numpy tables: torch.compile skips it)
+def _nearest_even_constants(fmt: Format, subnormals: bool, policy: str) -> NearestEvenF32 | None:
+    return nearest_even_f32_constants(fmt, subnormals, policy, finite_input=True)
+
+
 def _nearest_even_f32(x: torch.Tensor, fmt: Format, subnormals: bool, policy: str
                       ) -> torch.Tensor | None:
     """float32 x rounded to nearest even in float32 arithmetic, or None where no such path
@@ -71,7 +76,7 @@ def _nearest_even_f32(x: torch.Tensor, fmt: Format, subnormals: bool, policy: st
 
     (|x| + B) - B is |x| rounded on the format's grid; overflow is |x| >= THRESHOLD."""
     native = NATIVE_CASTS.get(fmt)
-    p = nearest_even_f32_constants(fmt, subnormals, policy, finite_input=True)
+    p = _nearest_even_constants(fmt, subnormals, policy)
     if native is not None and subnormals:
         dtype, own = native
         r = x.to(dtype).to(torch.float32)
@@ -189,6 +194,7 @@ def round_checked(t: torch.Tensor, fmt: Format, mode: RoundingMode,
     return result.to(t.dtype)
 
 
+@torch.compiler.disable  # (plain Python on cached numpy-keyed tables: torch.compile skips it)
 def _constants(fmt: Format, carrier: torch.dtype, subnormals: bool, policy: str
                ) -> tuple[Carrier, FormatBits]:
     dtype = _NUMPY_CARRIER[carrier]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import numpy as np
 import pytest
@@ -226,3 +227,13 @@ def test_bad_names_and_options_raise_fpsims_errors():
         ft.round(t, "e4m3fn", overflow="inf")
     with pytest.raises(TypeError, match="generator"):
         ft.round(t, "fp16", "stochastic", generator=3)
+
+
+@pytest.mark.skipif(os.environ.get("FPSIM_TORCH_COMPILE") != "1",
+                    reason="compiles with Inductor (tens of seconds): set FPSIM_TORCH_COMPILE=1")
+@pytest.mark.parametrize("fmt,mode", [("e4m3fn", "toward_zero"), ("fp16", "odd"),
+                                      ("e2m1fn", "nearest_even")])
+def test_round_under_torch_compile_equals_fpsim_round(fmt, mode):
+    x = np.random.default_rng(2).standard_normal(4096).astype(np.float32) * 100
+    compiled = torch.compile(lambda t: ft.round(t, fmt, mode))
+    assert_same_bits(compiled(as_tensor(x)), fpsim.round(x, fmt, mode))
