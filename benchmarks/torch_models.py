@@ -34,21 +34,9 @@ def torch_steps(x_cnn: np.ndarray, y_cnn: np.ndarray, x_lm: np.ndarray, y_lm: np
         return {}
     tnn = torch.nn
     torch.manual_seed(0)
-    model_cnn = tnn.Sequential(
-        tnn.Conv2d(cnn["image"][2], cnn["filters"][0], 3, padding=1), tnn.ReLU(),
-        tnn.MaxPool2d(2), tnn.Conv2d(cnn["filters"][0], cnn["filters"][1], 3, padding=1),
-        tnn.ReLU(), tnn.MaxPool2d(2), tnn.AdaptiveAvgPool2d(1), tnn.Flatten(),
-        tnn.Linear(cnn["filters"][1], cnn["classes"]))
-    block = tnn.TransformerEncoderLayer(lm["dim"], lm["heads"], lm["ff"], dropout=0.0,
-                                        activation="gelu", batch_first=True)
-    tok, pos = tnn.Embedding(lm["vocab"], lm["dim"]), tnn.Embedding(lm["length"], lm["dim"])
-    head = tnn.Linear(lm["dim"], lm["vocab"])
-    mask = tnn.Transformer.generate_square_subsequent_mask(lm["length"])
-    lm_params = [*block.parameters(), *tok.parameters(), *pos.parameters(), *head.parameters()]
-
-    def lm_forward(ids: Any) -> Any:
-        h = tok(ids) + pos(torch.arange(ids.shape[1]))
-        return head(block(h, src_mask=mask, is_causal=True))
+    model_cnn, model_lm = models(cnn, lm)
+    lm_params = list(model_lm.parameters())
+    lm_forward = model_lm
 
     xc = torch.from_numpy(x_cnn.transpose(0, 3, 1, 2).copy())
     yc = torch.from_numpy(y_cnn)
@@ -72,6 +60,38 @@ def torch_steps(x_cnn: np.ndarray, y_cnn: np.ndarray, x_lm: np.ndarray, y_lm: np
         return loss.item()
 
     return {"cnn torch float32": step_cnn, "lm torch float32": step_lm}
+
+
+def models(cnn: dict[str, Any], lm: dict[str, Any]) -> tuple[Any, Any]:
+    """(CNN, LM) as torch modules (float32, CPU, initialised from torch's global generator):
+    the CNN as bench_models.cnn_model, the LM as bench_models.lm_model (its forward takes token
+    ids). benchmarks/bench_torch.py emulates them too."""
+    import torch
+
+    tnn = torch.nn
+    model_cnn = tnn.Sequential(
+        tnn.Conv2d(cnn["image"][2], cnn["filters"][0], 3, padding=1), tnn.ReLU(),
+        tnn.MaxPool2d(2), tnn.Conv2d(cnn["filters"][0], cnn["filters"][1], 3, padding=1),
+        tnn.ReLU(), tnn.MaxPool2d(2), tnn.AdaptiveAvgPool2d(1), tnn.Flatten(),
+        tnn.Linear(cnn["filters"][1], cnn["classes"]))
+
+    class LM(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = tnn.TransformerEncoderLayer(lm["dim"], lm["heads"], lm["ff"],
+                                                     dropout=0.0, activation="gelu",
+                                                     batch_first=True)
+            self.tok = tnn.Embedding(lm["vocab"], lm["dim"])
+            self.pos = tnn.Embedding(lm["length"], lm["dim"])
+            self.head = tnn.Linear(lm["dim"], lm["vocab"])
+            self.register_buffer(
+                "mask", tnn.Transformer.generate_square_subsequent_mask(lm["length"]))
+
+        def forward(self, ids: Any) -> Any:
+            h = self.tok(ids) + self.pos(torch.arange(ids.shape[1]))
+            return self.head(self.block(h, src_mask=self.mask, is_causal=True))
+
+    return model_cnn, LM()
 
 
 def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:

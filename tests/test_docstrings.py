@@ -18,6 +18,12 @@ import fpsim
 import nn
 
 SKIP = {"fpsim.testing"}  # needs hypothesis strategies drawn inside tests; covered elsewhere
+try:
+    import torch  # noqa: F401  (fpsim.torch's examples need it; torch is optional)
+except ImportError:
+    SKIP_PACKAGES: tuple[str, ...] = ("fpsim.torch",)
+else:
+    SKIP_PACKAGES = ()
 
 
 def _modules() -> list[str]:
@@ -25,7 +31,7 @@ def _modules() -> list[str]:
     for package in (fpsim, nn):
         names.append(package.__name__)
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-            if info.name not in SKIP:
+            if info.name not in SKIP and not info.name.startswith(SKIP_PACKAGES):
                 names.append(info.name)
     return sorted(names)
 

@@ -1,0 +1,92 @@
+"""fpsim.torch on CPU: rounding speed against torch's own cast, and an emulated training step
+against the plain float32 step, each pair measured alternately in the same run.
+
+    python benchmarks/bench_torch.py [--n-log2 24] [--repeat 7]
+
+1. ``fpsim.torch.round(x, fmt)`` (nearest-even) of 2^n float32 against torch's
+   ``x.to(torch.float16).to(torch.float32)`` round trip: fp16 and bf16 take torch's cast (it
+   is the same function), e4m3fn the integer bit path (torch's float8_e4m3fn cast saturates,
+   fpsim's E4M3FN overflows to NaN), e4m3fn with overflow="saturate" the cast again. The
+   ratio is the baseline's time over ours (>= 0.5 is the issue's target).
+2. One SGD step of the char LM and of the CNN of benchmarks/torch_models.py (bench_models'
+   sizes) under ``fpsim.torch.emulate(model, "mixed_float16")`` against the same model's plain
+   float32 step (<= 2x is the issue's target for the LM). The LM's attention lives inside
+   nn.MultiheadAttention, whose products emulate cannot reach (fpsim.torch.emulate's
+   docstring): only its nn.Linear layers are emulated, and it warns so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_models import CNN, LM  # noqa: E402
+from timing import paired_median_seconds  # noqa: E402
+from torch_models import models  # noqa: E402
+
+import fpsim.torch as ft  # noqa: E402
+
+
+def bench_round(n_log2: int, repeat: int) -> None:
+    x = torch.randn(2**n_log2)  # standard normal: no overflow, as activations mostly are
+    baseline = lambda: x.to(torch.float16).to(torch.float32)  # noqa: E731
+    print(f"fpsim.torch.round of 2^{n_log2} float32, nearest-even (medians of {repeat})")
+    print(f"{'format':<26}{'fpsim.torch ms':>15}{'torch fp16 trip ms':>20}{'ratio':>8}")
+    for fmt, kw in (("float16", {}), ("bfloat16", {}), ("float8_e4m3fn", {}),
+                    ("float8_e4m3fn", {"overflow": "saturate"})):
+        ours, base = paired_median_seconds(lambda f=fmt, k=kw: ft.round(x, f, **k), baseline,
+                                           repeat)
+        label = fmt + (" saturate" if kw else "")
+        print(f"{label:<26}{ours * 1e3:>15.1f}{base * 1e3:>20.1f}{base / ours:>8.2f}")
+
+
+def _step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, classes: int):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step() -> float:
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x).reshape(-1, classes), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def bench_train(repeat: int) -> None:
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, LM["vocab"], (LM["batch"], LM["length"] + 1), generator=gen)
+    h, w, c = CNN["image"]
+    images = torch.randn(CNN["batch"], c, h, w, generator=gen)
+    labels = torch.randint(0, CNN["classes"], (CNN["batch"],), generator=gen)
+    print(f"\none SGD step, mixed_float16 emulated vs plain float32 (medians of {repeat})")
+    print(f"{'model':<10}{'emulated ms':>13}{'float32 ms':>12}{'ratio':>8}")
+    for name, pick, x, y, classes in (
+            ("char LM", 1, ids[:, :-1], ids[:, 1:], LM["vocab"]),
+            ("CNN", 0, images, labels, CNN["classes"])):
+        torch.manual_seed(0)
+        plain = models(CNN, LM)[pick]
+        torch.manual_seed(0)
+        emulated = ft.emulate(models(CNN, LM)[pick], "mixed_float16")
+        ours, base = paired_median_seconds(_step(emulated, x, y, classes),
+                                           _step(plain, x, y, classes), repeat)
+        print(f"{name:<10}{ours * 1e3:>13.1f}{base * 1e3:>12.1f}{ours / base:>8.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-log2", type=int, default=24)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    bench_round(args.n_log2, args.repeat)
+    bench_train(args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""``fpsim.torch.emulate(module, policy)``: a torch module's products in a policy's formats.
+
+While the module runs forward, a ``torch.overrides.TorchFunctionMode`` catches the products
+listed in ``PRODUCTS`` (``F.linear`` behind ``nn.Linear``, ``conv1d``/``conv2d`` behind
+``nn.Conv1d``/``nn.Conv2d``, ``matmul``/``@``/``mm``/``bmm`` and
+``F.scaled_dot_product_attention``) and runs each as one autograd Function:
+
+- forward: each operand rounded to the policy's input format (a block format: blocks along
+  the axis the product reduces over), the product computed by torch in float32 (fp32
+  accumulation), the output rounded once to the compute format;
+- backward: the output gradient rounded to the policy's gradient format, the backward
+  products computed by torch in float32 from the rounded operands, and each operand's
+  gradient rounded to the compute format (the format the operand was read in; the fp32
+  master receives it unchanged, as a cast's backward gives it).
+
+Everything else (activations, softmax, norms, losses, the optimizer) runs in float32 as torch
+runs it, as PyTorch's autocast and Keras's mixed policies leave it. Parameters stay fp32
+masters, so ``torch.amp.GradScaler`` works unchanged: a scaled gradient that overflows the
+gradient format becomes inf, and the scaler skips that step.
+
+Monitor sites (``fpsim.monitor``), with ``scope`` the submodule's name in the emulated module
+(``"fc1"``, ``"blocks.0.attn"``; the op alone at the top): ``scope/op/<operand>`` for each
+rounded operand (``input``, ``weight``, ``bias``; ``a``, ``b``; ``query``, ``key``,
+``value``), ``scope/op`` for the output, ``scope/op/grad_output`` and
+``scope/op/grad_<operand>`` in backward.
+
+Not caught: products inside a torch functional that dispatches ``__torch_function__`` itself
+and then computes them (``F.multi_head_attention_forward``, behind ``nn.MultiheadAttention``
+and so ``nn.TransformerEncoderLayer``'s attention): a mode sees such a call once, from outside,
+and the products inside run in plain float32. ``HIDDEN_PRODUCTS`` lists the known ones;
+emulate warns once per module when one of them runs.
+
+Block recipes: the output gradient is block-quantized once, along the axis the input
+gradient's product reduces over, and the weight gradient's product reuses it (nn.fp8
+quantizes a transposed copy along the other axis); attention's probabilities are not rounded
+(torch computes them inside scaled_dot_product_attention).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from fpsim.formats import Format
+from fpsim.monitor import is_active as monitor_is_active
+from fpsim.mx import BlockFormat
+from fpsim.rounding import RoundingMode
+from fpsim.torch import mx
+from fpsim.torch.policy import TorchPolicy, get_policy
+from fpsim.torch.rounding import round_checked
+
+Axes = Callable[[list[Any]], tuple[int | None, ...]]
+
+
+@dataclass(frozen=True)
+class Product:
+    """A product torch computes: its operands' names, the axis each one's product reduces over
+    (for block formats; None: not block-quantized, rounded to the compute format), and the
+    axis of the output gradient that the input gradient's product reduces over."""
+
+    name: str
+    operands: tuple[str, ...]
+    axes: Axes
+    grad_axis: int
+
+
+def _matmul_axes(ops: list[Any]) -> tuple[int | None, ...]:
+    b = ops[1]
+    return (-1, -2 if b is not None and b.ndim >= 2 else -1)
+
+
+_LINEAR = Product("linear", ("input", "weight", "bias"), lambda ops: (-1, -1, None), -1)
+_CONV1D = Product("conv1d", ("input", "weight", "bias"), lambda ops: (1, 1, None), 1)
+_CONV2D = Product("conv2d", ("input", "weight", "bias"), lambda ops: (1, 1, None), 1)
+_MATMUL = Product("matmul", ("a", "b"), _matmul_axes, -1)
+_ATTENTION = Product("attention", ("query", "key", "value"), lambda ops: (-1, -1, -2), -1)
+
+# the torch functions emulate catches, each with its Product (one table; a test checks that
+# each entry is caught inside a module)
+PRODUCTS: dict[Callable[..., Any], Product] = {
+    F.linear: _LINEAR,
+    F.conv1d: _CONV1D,
+    F.conv2d: _CONV2D,
+    torch.matmul: _MATMUL,
+    torch.Tensor.matmul: _MATMUL,
+    torch.Tensor.__matmul__: _MATMUL,
+    torch.mm: _MATMUL,
+    torch.Tensor.mm: _MATMUL,
+    torch.bmm: _MATMUL,
+    torch.Tensor.bmm: _MATMUL,
+    F.scaled_dot_product_attention: _ATTENTION,
+}
+
+
+# torch functionals whose products emulate cannot reach (see the module docstring)
+HIDDEN_PRODUCTS: dict[Callable[..., Any], str] = {
+    F.multi_head_attention_forward: "F.multi_head_attention_forward (nn.MultiheadAttention)",
+}
+
+
+def _to(x: torch.Tensor, fmt: Format | BlockFormat, axis: int | None, compute: Format,
+        site: str) -> torch.Tensor:
+    """x rounded to fmt (a block format: along axis; no axis: to the compute format)."""
+    counting = monitor_is_active()
+    if isinstance(fmt, BlockFormat):
+        if axis is None:
+            fmt = compute
+        else:
+            return mx.quantize(x, fmt, axis=axis, site=site)
+    return round_checked(x, fmt, RoundingMode.NEAREST_EVEN, None, fmt.subnormals,
+                         fmt.overflow or "inf", site, counting)
+
+
+class _EmulatedProduct(torch.autograd.Function):
+    """One product under a policy (see the module docstring); ``call`` is the _Call."""
+
+    @staticmethod
+    def forward(ctx: Any, call: _Call, *operands: torch.Tensor | None) -> torch.Tensor:
+        p, product = call.policy, call.product
+        axes = product.axes(list(operands))
+        leaves: list[torch.Tensor | None] = []
+        for x, name, axis in zip(operands, product.operands, axes, strict=True):
+            if x is None:
+                leaves.append(None)
+                continue
+            q = _to(x.detach(), p.inputs, axis, p.compute_format, f"{call.site}/{name}")
+            leaves.append(q.requires_grad_(x.requires_grad))
+        with torch.enable_grad():
+            out = call.fn(*leaves)
+        ctx.call = call
+        ctx.graph = (out, leaves)
+        return _to(out.detach(), p.compute_format, None, p.compute_format, call.site)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        call: _Call = ctx.call
+        p, product = call.policy, call.product
+        out, leaves = ctx.graph
+        g = _to(grad, p.grads, product.grad_axis, p.compute_format, f"{call.site}/grad_output")
+        wanted = [x for x in leaves if x is not None and x.requires_grad]
+        found = iter(torch.autograd.grad(out, wanted, g) if wanted else ())
+        grads: list[torch.Tensor | None] = []
+        for x, name in zip(leaves, product.operands, strict=True):
+            if x is None or not x.requires_grad:
+                grads.append(None)
+                continue
+            gx = next(found)
+            grads.append(_to(gx, p.compute_format, None, p.compute_format,
+                             f"{call.site}/grad_{name}"))
+        ctx.graph = None
+        return (None, *grads)
+
+
+@dataclass(frozen=True)
+class _Call:
+    fn: Callable[..., torch.Tensor]  # the torch function with its other arguments bound
+    product: Product
+    policy: TorchPolicy
+    site: str
+
+
+class _Mode(TorchFunctionMode):
+    """Catches PRODUCTS while the emulated module runs forward."""
+
+    def __init__(self, emulation: Emulation) -> None:
+        super().__init__()
+        self.emulation = emulation
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        kwargs = dict(kwargs or {})
+        product = PRODUCTS.get(func)
+        if product is None or not self.emulation.policy.rounds:
+            if func in HIDDEN_PRODUCTS and func not in self.emulation.warned:
+                self.emulation.warned.add(func)
+                warnings.warn(f"fpsim.torch.emulate: the products inside "
+                              f"{HIDDEN_PRODUCTS[func]} run in plain float32 (a functional "
+                              "that dispatches torch functions itself hides them)",
+                              stacklevel=2)
+            return func(*args, **kwargs)
+        args = list(args)
+        operands = [args[i] if i < len(args) else kwargs.pop(name, None)
+                    for i, name in enumerate(product.operands)]
+        rest = args[len(product.operands):]
+        if not all(x is None or (isinstance(x, torch.Tensor) and x.dtype == torch.float32)
+                   for x in operands):
+            return func(*args, **kwargs)  # only float32 products are emulated
+
+        def fn(*ops: torch.Tensor | None) -> torch.Tensor:
+            return func(*ops, *rest, **kwargs)
+
+        scope = self.emulation.scope()
+        site = f"{scope}/{product.name}" if scope else product.name
+        call = _Call(fn, product, self.emulation.policy, site)
+        return _EmulatedProduct.apply(call, *operands)
+
+
+class Emulation:
+    """The hooks ``emulate`` put on a module (``module.fpsim_emulation``); ``remove()`` takes
+    them off again."""
+
+    def __init__(self, module: torch.nn.Module, policy: TorchPolicy) -> None:
+        self.policy = policy
+        self.module = module
+        self._mode = _Mode(self)
+        self._scopes: list[str] = []
+        self.warned: set[Callable[..., Any]] = set()  # HIDDEN_PRODUCTS already warned about
+        self._depth = 0
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        for name, sub in module.named_modules():
+            self._handles.append(sub.register_forward_pre_hook(self._enter(name)))
+            self._handles.append(sub.register_forward_hook(self._exit, always_call=True))
+
+    def scope(self) -> str:
+        """The name of the innermost submodule running now ("" for the top)."""
+        return self._scopes[-1] if self._scopes else ""
+
+    def _enter(self, name: str) -> Callable[..., None]:
+        def hook(module: torch.nn.Module, args: Any) -> None:
+            if self._depth == 0:
+                self._mode.__enter__()
+            self._depth += 1
+            self._scopes.append(name)
+        return hook
+
+    def _exit(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        self._scopes.pop()
+        self._depth -= 1
+        if self._depth == 0:
+            self._mode.__exit__(None, None, None)
+
+    def remove(self) -> None:
+        """Take the hooks off: the module runs in plain float32 again."""
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        if getattr(self.module, "fpsim_emulation", None) is self:
+            delattr(self.module, "fpsim_emulation")
+
+
+def emulate(module: torch.nn.Module, policy: TorchPolicy | str) -> torch.nn.Module:
+    """``module`` with its products run in ``policy``'s formats (see the module docstring);
+    the same module, changed in place (hooks), returned for chaining.
+
+    >>> model = fpsim.torch.emulate(torch.nn.Linear(4, 2), "mixed_float16")
+    >>> model.fpsim_emulation.policy.compute_format.name
+    'float16'
+
+    ``module.fpsim_emulation.remove()`` undoes it. A module already emulated is refused (remove
+    the first emulation first).
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    existing = getattr(module, "fpsim_emulation", None)
+    if isinstance(existing, Emulation):
+        raise ValueError(f"module is already emulated (policy {existing.policy.name!r}); call "
+                         "module.fpsim_emulation.remove() first")
+    p = get_policy(policy)
+    setattr(module, "fpsim_emulation", Emulation(module, p))  # noqa: B010  (a plain attribute)
+    return module
