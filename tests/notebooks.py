@@ -83,8 +83,9 @@ def _failing_cell(nb: NotebookNode) -> tuple[int, NotebookNode] | None:
 def kernel_env(live: bool = False) -> dict[str, str]:
     """The notebook kernel's environment: this process's, with one BLAS thread when the tests
     run on several workers (``pytest -n``). There every core already runs a worker, and
-    OpenBLAS's threads wait for each other by spinning: measured here, notebook 04 took 135 s
-    beside two busy processes with OpenBLAS's default threads and 7.8 s with one. ``live``
+    OpenBLAS's threads wait for each other by spinning: measured here, the mixed-precision
+    notebook (06) took 135 s beside two busy processes with OpenBLAS's default threads and
+    7.8 s with one. ``live``
     drops ``MPLBACKEND`` and ``FPSIM_WIDGETS``, as a student's Jupyter has neither."""
     env = dict(os.environ)
     if live:
