@@ -2,9 +2,11 @@
 
 Stable API for the notebook tests (tutorials and exercises):
 
-- ``run_notebook(path, timeout=120) -> NotebookNode``: executes every cell in a fresh kernel
-  started from ``sys.executable`` (not whatever ``python`` is first on PATH), with
-  ``MPLBACKEND=Agg`` and the notebook's folder as working directory. Raises ``AssertionError``
+- ``run_notebook(path, timeout=120, live=False) -> NotebookNode``: executes every cell in a
+  fresh kernel started from ``sys.executable`` (not whatever ``python`` is first on PATH), with
+  ``MPLBACKEND=Agg`` and the notebook's folder as working directory. ``live=True`` runs it
+  the way a student's Jupyter does instead: no ``MPLBACKEND`` (matplotlib's inline backend)
+  and no ``FPSIM_WIDGETS``, so fpsim's explorers are live ipywidgets. Raises ``AssertionError``
   naming the notebook, the failing cell's index and source, and the error. The executed copy is
   returned; the file on disk is not touched. ``nb.metadata["execution_seconds"]`` holds the wall
   time of the run (kernel start included).
@@ -36,32 +38,37 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from nbformat import NotebookNode
 
 KERNEL_NAME = "fpsim-test-python"
+LIVE_KERNEL_NAME = "fpsim-test-python-live"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @functools.lru_cache(maxsize=1)
 def _kernel_dir() -> str:
-    """A kernelspec folder whose kernel is this interpreter, with a headless matplotlib."""
+    """A kernelspec folder with two kernels of this interpreter: one with a headless
+    matplotlib (``KERNEL_NAME``), one as a student's Jupyter starts it (``LIVE_KERNEL_NAME``)."""
     root = pathlib.Path(tempfile.mkdtemp(prefix="fpsim-kernels-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
-    spec = root / KERNEL_NAME
-    spec.mkdir()
-    (spec / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "fpsim tests",
-                "language": "python",
-                "env": {"MPLBACKEND": "Agg"},
-            }
+    for name, env in ((KERNEL_NAME, {"MPLBACKEND": "Agg"}), (LIVE_KERNEL_NAME, {})):
+        spec = root / name
+        spec.mkdir()
+        (spec / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": [sys.executable, "-m", "ipykernel_launcher", "-f",
+                             "{connection_file}"],
+                    "display_name": f"fpsim tests ({name})",
+                    "language": "python",
+                    "env": env,
+                }
+            )
         )
-    )
     return str(root)
 
 
-def _kernel_manager() -> KernelManager:
+def _kernel_manager(live: bool = False) -> KernelManager:
     ksm = KernelSpecManager(kernel_dirs=[_kernel_dir()], ensure_native_kernel=False)
-    return KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm)
+    return KernelManager(kernel_name=LIVE_KERNEL_NAME if live else KERNEL_NAME,
+                         kernel_spec_manager=ksm)
 
 
 def _failing_cell(nb: NotebookNode) -> tuple[int, NotebookNode] | None:
@@ -73,31 +80,37 @@ def _failing_cell(nb: NotebookNode) -> tuple[int, NotebookNode] | None:
     return None
 
 
-def kernel_env() -> dict[str, str]:
+def kernel_env(live: bool = False) -> dict[str, str]:
     """The notebook kernel's environment: this process's, with one BLAS thread when the tests
     run on several workers (``pytest -n``). There every core already runs a worker, and
-    OpenBLAS's threads wait for each other by spinning: measured here, notebook 04 took 135 s
-    beside two busy processes with OpenBLAS's default threads and 7.8 s with one."""
+    OpenBLAS's threads wait for each other by spinning: measured here, the mixed-precision
+    notebook (06) took 135 s beside two busy processes with OpenBLAS's default threads and
+    7.8 s with one. ``live``
+    drops ``MPLBACKEND`` and ``FPSIM_WIDGETS``, as a student's Jupyter has neither."""
     env = dict(os.environ)
+    if live:
+        env.pop("MPLBACKEND", None)
+        env.pop("FPSIM_WIDGETS", None)
     if "PYTEST_XDIST_WORKER" in env:
         env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     return env
 
 
-def run_notebook(path: pathlib.Path, timeout: int = 120) -> NotebookNode:
-    """Execute ``path`` top to bottom; ``timeout`` is per cell, in seconds."""
+def run_notebook(path: pathlib.Path, timeout: int = 120, live: bool = False) -> NotebookNode:
+    """Execute ``path`` top to bottom; ``timeout`` is per cell, in seconds (a cell that hangs
+    fails the run); ``live`` as in the module docstring."""
     path = pathlib.Path(path)
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb,
-        km=_kernel_manager(),
+        km=_kernel_manager(live),
         timeout=timeout,
         allow_errors=False,
         resources={"metadata": {"path": str(path.parent.resolve())}},
     )
     start = time.perf_counter()
     try:
-        client.execute(env=kernel_env())
+        client.execute(env=kernel_env(live))
     except CellTimeoutError as err:
         raise AssertionError(f"{path.name}: a cell ran longer than {timeout} s\n{err}") from None
     except CellExecutionError as err:

@@ -86,7 +86,8 @@ def _as_float32(x):
 
 
 def _fp16_bits_reference(x):
-    return int(fpsim.to_bits(fpsim.round(_as_float32(x), "fp16"), "fp16"))
+    with np.errstate(invalid="ignore"):  # widening a signalling NaN input flags invalid
+        return int(fpsim.to_bits(fpsim.round(_as_float32(x), "fp16"), "fp16"))
 
 
 def test_check_fp16_bits_passes_fpsims_own_codes(capsys):
@@ -130,8 +131,9 @@ def test_check_choose_scale_and_zero_share_pass_the_bin_arithmetic():
 # --- checks.py: wrong answers get feedback naming the failing input --------------------------
 def test_ties_away_from_zero_fails_on_a_named_tie(capsys):
     def ties_away(x):
-        return int(fpsim.to_bits(fpsim.round(_as_float32(x), "fp16", mode="nearest_away"),
-                                 "fp16"))
+        with np.errstate(invalid="ignore"):  # a signalling NaN input flags invalid
+            return int(fpsim.to_bits(fpsim.round(_as_float32(x), "fp16", mode="nearest_away"),
+                                     "fp16"))
 
     assert checks.check_fp16_bits(ties_away) is False
     out = capsys.readouterr().out
@@ -232,3 +234,47 @@ def test_round_down_of_sqrt_max_fails_on_e4m3b11fnuz_with_the_threshold_hint(cap
     assert "1 of 5 inputs differ" in out and "format 'float8_e4m3b11fnuz'" in out
     assert "expected 5.5" in out and "got      5.0" in out
     assert "round_down(sqrt(max))" in out and "max + ulp(max)/2 = 31" in out
+
+
+# --- exercise 01's blind spots: NaN inputs, and an exponent off by one -------------------------
+def test_the_cases_hold_nans_whose_only_bits_fp16_would_drop():
+    cases = checks.fp16_bits_cases()
+    bits = cases.view(np.uint32)
+    assert {0x7FC00000, 0xFFC00000, 0x7F800001} <= set(bits[np.isnan(cases)].tolist())
+    assert (np.uint32(0x7F800001) & 0x7FFFFF) >> 13 == 0  # cut to 10 bits it reads as inf
+
+
+def test_a_nan_that_becomes_inf_is_named_with_the_nan_hint(capsys):
+    def truncating_nan(x):
+        b = int(x.view(np.uint32))
+        if (b >> 23) & 0xFF == 0xFF:  # inf or NaN: keep the top 10 mantissa bits, no more
+            return (b >> 16) & 0x8000 | 0x7C00 | (b & 0x7FFFFF) >> 13
+        return _fp16_bits_reference(x)
+
+    assert checks.check_fp16_bits(truncating_nan) is False
+    out = capsys.readouterr().out
+    assert "0x7F800001" in out and "a NaN code" in out and "got      0x7C00 (inf)" in out
+    assert "a NaN must stay NaN" in out
+
+
+def test_any_nan_code_is_accepted_for_a_nan_input(capsys):
+    def payload_nan(x):
+        b = int(x.view(np.uint32))
+        if (b >> 23) & 0xFF == 0xFF and b & 0x7FFFFF:
+            return (b >> 16) & 0x8000 | 0x7C01  # a NaN code other than fpsim's
+        return _fp16_bits_reference(x)
+
+    assert checks.check_fp16_bits(payload_nan) is True
+    capsys.readouterr()
+
+
+def test_an_exponent_field_one_too_large_gets_the_twice_hint(capsys):
+    def bias_off_by_one(x):
+        code = _fp16_bits_reference(x)
+        field = (code >> 10) & 0x1F
+        return code + 0x400 if 0 < field < 0x1E else code  # 2^(e - 14): twice the value
+
+    assert checks.check_fp16_bits(bias_off_by_one) is False
+    out = capsys.readouterr().out
+    assert "x = 1.0" in out and "got      0x4000 (2.0)" in out
+    assert "exactly twice the right one" in out and "- 127 + 15" in out

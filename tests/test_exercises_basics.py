@@ -153,3 +153,21 @@ def test_round_to_odd_in_between_makes_bf16_right_on_every_case():
     odd = np.array([_to_odd(np.float64(x)) for x in cases], np.uint32).view(np.float32)
     assert np.array_equal(fpsim.round(odd, fpsim.BF16), fpsim.round(cases, fpsim.BF16))
 
+
+
+# --- an exponent or bias off by one: the "exactly twice / half" hint --------------------------
+def test_a_bias_one_too_large_gets_the_half_hint_not_a_subnormal_hint(capsys):
+    def decode(code, fmt):
+        value = _decoder()(code, fmt)
+        return value / 2 if math.isfinite(value) else value  # bias + 1 halves every number
+
+    assert basics.check_decode(decode) is False
+    out = capsys.readouterr().out
+    assert "code 0x01 of float8_e5m2" in out and "exactly half the right one" in out
+    assert "bias 15" in out and "2^(1 - bias)" in out
+
+
+def test_a_round_to_odd_exponent_one_too_large_gets_the_twice_hint(capsys):
+    assert basics.check_round_to_odd(lambda x: _to_odd(x) + (1 << 23)) is False
+    out = capsys.readouterr().out
+    assert "exactly twice the right one" in out and "- 1023 + 127" in out

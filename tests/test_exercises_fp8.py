@@ -90,3 +90,15 @@ def test_a_first_scale_other_than_one_is_named(capsys):
 def test_a_list_of_the_wrong_length_is_reported_as_one_scale_per_step(capsys):
     assert checks_fp8.check_delayed_scales(lambda a, m, n: [1.0]) is False
     assert "one scale per step" in capsys.readouterr().out
+
+
+def test_a_window_that_drops_the_inf_is_caught_and_named(capsys):
+    def drops_inf(amaxes, fp8_max, history_len):
+        return from_the_text([0.0 if math.isinf(a) else a for a in amaxes], fp8_max,
+                             history_len)
+
+    case = [1.0, 1.0, math.inf] + [2.0] * 5
+    assert drops_inf(case, 57344.0, 3) != checks_fp8.delayed_reference(case, 57344.0, 3)
+    assert checks_fp8.check_delayed_scales(drops_inf) is False
+    out = capsys.readouterr().out
+    assert "an inf at step 2" in out and "dropped the inf" in out

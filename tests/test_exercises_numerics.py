@@ -290,3 +290,32 @@ def test_course_map_lists_every_notebook_and_exercise():
 def test_exercise_is_linked_from_a_tutorial_notebook(exercise):
     link = f"exercises/{exercise}.ipynb"
     assert any(link in p.read_text() for p in TUTORIALS.glob("*.ipynb")), link
+
+
+# --- blind spots: an unrounded softmax sum, an MX exponent off by one ----------------------------
+def test_softmax_with_an_unrounded_sum_is_caught_bit_for_bit(capsys):
+    def unrounded_sum(z):
+        e = r16(np.exp(r16(z - np.max(z))))
+        return r16(e / e.sum())  # the sum is never rounded to fp16
+
+    assert all(np.abs(unrounded_sum(z) - cn.softmax_reference(z)).max() <= cn.SOFTMAX_TOLERANCE
+               for _, z in cn.softmax_cases())  # the tolerance alone would pass it
+    _fails_with(cn.check_softmax_fp16, unrounded_sum, capsys, "(fp16's bits)",
+                "r16(np.sum(e))")
+
+
+def test_softmax_with_an_fp16_running_sum_passes(capsys):
+    def running(z):
+        e = r16(np.exp(r16(z - np.max(z))))
+        s = 0.0
+        for v in e:
+            s = float(r16(s + v))
+        return r16(e / s)
+
+    assert cn.check_softmax_fp16(running) is True
+    capsys.readouterr()
+
+
+def test_mx_block_exponent_one_too_small_gets_the_half_hint(capsys):
+    _fails_with(cn.check_mx_block, lambda b: mx_block(b, floor=lambda v: math.floor(v) - 1),
+                capsys, "exactly half the right one", "floor(log2(amax)) - 8")

@@ -4,6 +4,7 @@ wiring (a control change redraws from the callback)."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 
 import ml_dtypes
@@ -12,7 +13,7 @@ import pytest
 
 import fpsim
 from fpsim import widgets
-from fpsim.widgets import render
+from fpsim.widgets import render, views
 
 HAS_IPYWIDGETS = importlib.util.find_spec("ipywidgets") is not None
 
@@ -213,25 +214,64 @@ def test_every_explorer_renders_statically_with_text_and_html(monkeypatch):
 
 
 @pytest.mark.skipif(not HAS_IPYWIDGETS, reason="ipywidgets is not installed")
-def test_clicking_the_sign_bit_redraws_the_explorer_with_the_negated_value(monkeypatch, capsys):
+def test_clicking_the_sign_bit_redraws_the_explorer_with_the_negated_value(monkeypatch):
     monkeypatch.setenv(render.ENV_VAR, "interactive")
     box = widgets.bit_explorer("fp16", 1.0)
-    assert "code 0x3C00" in capsys.readouterr().out  # outside a kernel, Output prints
+    view = box.children[-1]  # the HTML view under the row of bits
+    assert "code 0x3C00" in view.value
     box.children[0].children[0].value = True  # the first button is the sign bit
-    out = capsys.readouterr().out
-    assert "code 0xBC00" in out and "value -1.0" in out
+    assert "code 0xBC00" in view.value and "value -1.0" in view.value
 
 
 @pytest.mark.skipif(not HAS_IPYWIDGETS, reason="ipywidgets is not installed")
-def test_an_impossible_built_format_is_reported_in_the_output_not_raised(monkeypatch, capsys):
+def test_an_impossible_built_format_is_reported_in_the_view_not_raised(monkeypatch):
     monkeypatch.setenv(render.ENV_VAR, "interactive")
     box = widgets.format_builder(4, 3, nan="fn")
-    capsys.readouterr()
-    e_slider, m_slider = box.children[0], box.children[1]
+    e_slider, m_slider, view = box.children[0], box.children[1], box.children[-1]
     m_slider.value = 10  # 1 + 4 + 10 = 15 bits: fine
-    assert "finite values" in capsys.readouterr().out
+    assert "finite values" in view.value
     e_slider.value = 8  # 19 bits: too many to draw
-    assert "not a valid choice" in capsys.readouterr().out
+    assert "not a valid choice" in view.value and "16 bits" in view.value
+
+
+@pytest.mark.skipif(not HAS_IPYWIDGETS, reason="ipywidgets is not installed")
+def test_a_live_explorer_never_uses_an_output_area(monkeypatch):
+    """An Output area written during a cell makes nbclient send on the kernel's shell socket
+    while it waits there for the reply, which can hang ``jupyter nbconvert --execute``
+    (fpsim.widgets.live); the explorers' views are HTML widgets."""
+    import ipywidgets
+
+    monkeypatch.setenv(render.ENV_VAR, "interactive")
+    g = np.random.default_rng(4).lognormal(-20, 3, 1000)
+    boxes = [widgets.bit_explorer("fp16", 0.1), widgets.value_slider("fp16", 0, 1, 0.1),
+             widgets.rounding_comparer(2049, "fp16"), widgets.format_builder(4, 3),
+             widgets.loss_scale_slider(g, "fp16", 10)]
+
+    def leaves(widget):
+        yield widget
+        for child in getattr(widget, "children", ()):
+            yield from leaves(child)
+
+    for box in boxes:
+        kinds = {type(leaf) for leaf in leaves(box)}
+        assert ipywidgets.Output not in kinds and ipywidgets.HTML in kinds
+
+
+@pytest.mark.skipif(not HAS_IPYWIDGETS, reason="ipywidgets is not installed")
+def test_a_live_explorer_also_leaves_its_starting_state_as_text_html_and_png(monkeypatch):
+    monkeypatch.setenv(render.ENV_VAR, "interactive")
+    box = widgets.format_builder(4, 3, nan="fn")
+    static = views.format_view(widgets.build_format(4, 3, nan="fn"))
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle  # live front ends: the widget
+    assert bundle["text/plain"] == static.text  # a terminal or an export: the starting state
+    assert bundle["text/html"].startswith("<pre>") and "data:image/png;base64," in bundle[
+        "text/html"]
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    explorer = widgets.bit_explorer("fp16", 1.0)
+    assert "code 0x3C00" in explorer._repr_mimebundle_()["text/plain"]
+    explorer.children[0].children[0].value = True  # a click changes the view, not the picture
+    assert "code 0x3C00" in explorer._repr_mimebundle_()["text/plain"]
 
 
 def test_fpsim_and_its_static_explorers_work_without_importing_ipywidgets():

@@ -1,9 +1,10 @@
 """Static renderings of the explorers' states, and the rule that picks static or interactive.
 
 Every explorer draws its current state as a ``StaticView`` (text plus an optional matplotlib
-figure). Interactive, the view is redrawn into an output area at each change of a control;
-static, the explorer returns the view of its initial state, which a notebook shows as HTML
-(text and picture) and a terminal as text.
+figure). Interactive, the view is redrawn into the explorer's HTML view at each change of a
+control, and the explorer's notebook output also carries its initial state's view for
+renderers without widgets (``fpsim.widgets.live``); static, the explorer returns the view of
+its initial state, which a notebook shows as HTML (text and picture) and a terminal as text.
 
 **When is it static?** ``rendering()`` decides, in this order:
 

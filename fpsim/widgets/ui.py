@@ -1,13 +1,13 @@
 """The explorers: each returns an ipywidgets box when interactive, a ``StaticView`` otherwise.
 
 Each control's callback computes the new state with a pure function of
-``fpsim.widgets.logic``, draws it with ``fpsim.widgets.views`` and shows it in an output area.
-ipywidgets is imported only here, inside the functions, so ``import fpsim`` never needs it.
+``fpsim.widgets.logic``, draws it with ``fpsim.widgets.views`` and shows it in the explorer's
+HTML view (``fpsim.widgets.live``, which also says why it is not an Output area). ipywidgets
+is imported only inside these functions, so ``import fpsim`` never needs it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,27 +22,6 @@ FORMAT_CHOICES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8
                   "float6_e2m3fn", "float4_e2m1fn", "float32")
 
 
-def _live(controls: list[Any], draw: Callable[[], StaticView]) -> Any:
-    """A box of ``controls`` above an output area redrawn by ``draw`` at every change."""
-    import ipywidgets as w
-    from IPython.display import display
-
-    out = w.Output()
-
-    def refresh(_change: object = None) -> None:
-        with out:
-            out.clear_output(wait=True)
-            try:
-                display(draw())
-            except ValueError as err:  # e.g. an impossible format from the builder
-                print(f"not a valid choice: {err}")
-
-    for control in controls:
-        control.observe(refresh, names="value")
-    refresh()
-    return w.VBox([*controls, out])
-
-
 def bit_explorer(fmt: Format | str = "float16", value: float = 1.0) -> Any:
     """Click the bits of a code of ``fmt`` (starting from ``value`` rounded to it) and see the
     value, its class and ``fpsim.explain``. Static: the starting code's view."""
@@ -51,6 +30,8 @@ def bit_explorer(fmt: Format | str = "float16", value: float = 1.0) -> Any:
     if rendering() == "static":
         return views.code_view(logic.decode_code(state["code"], f))
     import ipywidgets as w
+
+    from fpsim.widgets import live
 
     roles = logic.bit_roles(f)
     buttons = []
@@ -68,9 +49,8 @@ def bit_explorer(fmt: Format | str = "float16", value: float = 1.0) -> Any:
 
         button.observe(flip, names="value")
         buttons.append(button)
-    row = w.HBox(buttons)
-    box = _live(buttons, lambda: views.code_view(logic.decode_code(state["code"], f)))
-    return w.VBox([row, box.children[-1]])
+    return live.explorer(buttons, lambda: views.code_view(logic.decode_code(state["code"], f)),
+                         layout=[w.HBox(buttons)])
 
 
 def value_slider(fmt: Format | str = "float16", lo: float = 0.0, hi: float = 4.0,
@@ -84,6 +64,8 @@ def value_slider(fmt: Format | str = "float16", lo: float = 0.0, hi: float = 4.0
         return views.neighbourhood_view(logic.neighbourhood(value, f, mode), f, mode)
     import ipywidgets as w
 
+    from fpsim.widgets import live
+
     choices = list(dict.fromkeys([f.name, *FORMAT_CHOICES]))
     x = w.FloatSlider(value=value, min=lo, max=hi, step=(hi - lo) / 2000, readout_format=".6g",
                       description="x", layout=w.Layout(width="90%"))
@@ -96,7 +78,7 @@ def value_slider(fmt: Format | str = "float16", lo: float = 0.0, hi: float = 4.0
         return views.neighbourhood_view(logic.neighbourhood(x.value, g, mode_box.value), g,
                                         mode_box.value)
 
-    return _live([x, fmt_box, mode_box], draw)
+    return live.explorer([x, fmt_box, mode_box], draw)
 
 
 def rounding_comparer(x: float = 2049.0, fmt: Format | str = "float16") -> Any:
@@ -106,6 +88,8 @@ def rounding_comparer(x: float = 2049.0, fmt: Format | str = "float16") -> Any:
         return views.modes_view(logic.compare_modes(x, f), x, f)
     import ipywidgets as w
 
+    from fpsim.widgets import live
+
     x_box = w.FloatText(value=x, description="x")
     choices = list(dict.fromkeys([f.name, *FORMAT_CHOICES]))
     fmt_box = w.Dropdown(options=choices, value=f.name, description="format")
@@ -114,7 +98,7 @@ def rounding_comparer(x: float = 2049.0, fmt: Format | str = "float16") -> Any:
         g = f if fmt_box.value == f.name else get_format(fmt_box.value)
         return views.modes_view(logic.compare_modes(x_box.value, g), x_box.value, g)
 
-    return _live([x_box, fmt_box], draw)
+    return live.explorer([x_box, fmt_box], draw)
 
 
 def format_builder(exponent_bits: int = 4, mantissa_bits: int = 3, bias: int | None = None,
@@ -125,6 +109,8 @@ def format_builder(exponent_bits: int = 4, mantissa_bits: int = 3, bias: int | N
         return views.format_view(logic.build_format(exponent_bits, mantissa_bits, bias, nan=nan,
                                                     subnormals=subnormals))
     import ipywidgets as w
+
+    from fpsim.widgets import live
 
     e = w.IntSlider(value=exponent_bits, min=1, max=8, description="E bits")
     m = w.IntSlider(value=mantissa_bits, min=0, max=10, description="M bits")
@@ -142,7 +128,7 @@ def format_builder(exponent_bits: int = 4, mantissa_bits: int = 3, bias: int | N
                                  nan=nan_box.value, subnormals=sub.value)
         return views.format_view(fmt)
 
-    return _live([e, m, default, b, nan_box, sub], draw)
+    return live.explorer([e, m, default, b, nan_box, sub], draw)
 
 
 def loss_scale_slider(gradients: np.ndarray, fmt: Format | str = "float16",
@@ -155,5 +141,7 @@ def loss_scale_slider(gradients: np.ndarray, fmt: Format | str = "float16",
         return views.fates_view(g, logic.scaled_fates(g, log2_scale, f), f)
     import ipywidgets as w
 
+    from fpsim.widgets import live
+
     k = w.IntSlider(value=log2_scale, min=lo, max=hi, description="log2 scale")
-    return _live([k], lambda: views.fates_view(g, logic.scaled_fates(g, k.value, f), f))
+    return live.explorer([k], lambda: views.fates_view(g, logic.scaled_fates(g, k.value, f), f))

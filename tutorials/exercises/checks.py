@@ -77,6 +77,22 @@ def _float32_hex(x: float) -> str:
     return f"0x{int(np.float32(x).view(np.uint32)):08X}"
 
 
+def twice_or_half(got: float, want: float) -> str | None:
+    """"twice" or "half" when ``got`` is exactly 2x or 0.5x a finite non-zero ``want`` (the
+    mark of an exponent, or a bias, off by one), else None. Shared by the exercises' checks."""
+    if not (math.isfinite(got) and math.isfinite(want)) or want == 0:
+        return None
+    return {2.0: "twice", 0.5: "half"}.get(got / want)
+
+
+def off_by_one_hint(word: str, rule: str) -> str:
+    """The hint for an answer that is ``word`` ("twice" or "half") the right value; ``rule``
+    says how this exercise's exponent is formed."""
+    side = "large" if word == "twice" else "small"
+    return (f"your value is exactly {word} the right one: the exponent is one too {side}, "
+            f"so look at the bias or an exponent formula off by one ({rule}).")
+
+
 # --- exercise 1: round to nearest even, with integer operations ------------------------------
 def fp16_bits_cases() -> np.ndarray:
     """float32 inputs: ties, subnormals, overflow, signs and zeros, then a seeded random sweep."""
@@ -92,7 +108,17 @@ def fp16_bits_cases() -> np.ndarray:
     rng = np.random.default_rng(7)
     exponents = rng.integers(-30, 18, 3000)
     sweep = rng.uniform(1, 2, 3000) * 2.0**exponents * rng.choice([-1, 1], 3000)
-    return np.concatenate([np.float32(edges), sweep.astype(np.float32)])
+    return np.concatenate([np.float32(edges), NAN_INPUTS.view(np.float32),
+                           sweep.astype(np.float32)])
+
+
+# float32 NaNs: quiet, negative, and one whose only set mantissa bit is among the 13 that fp16
+# drops (cut to 10 bits it would read as inf). Any fp16 NaN code is a right answer for them.
+NAN_INPUTS = np.array([0x7FC00000, 0xFFC00000, 0x7F800001], dtype=np.uint32)
+
+
+def _is_fp16_nan(code: int) -> bool:
+    return 0 <= code <= 0xFFFF and (code & 0x7C00) == 0x7C00 and (code & 0x3FF) != 0
 
 
 class BitsOnly:
@@ -129,6 +155,10 @@ class BitsOnly:
 
 
 def _fp16_hint(x: np.float32, got: int, want: int) -> str:
+    if np.isnan(x):
+        return ("x is a NaN, and a NaN must stay NaN: exponent field all ones (0x7C00) and a "
+                "non-zero mantissa. Keeping only float32's top 10 mantissa bits can leave 0, "
+                "which reads as inf; set a mantissa bit (0x7E00 is the usual NaN), sign on top.")
     if got ^ want == 0x8000:
         return ("only the sign bit is wrong: float32's bit 31 becomes fp16's bit 15 "
                 "(shift it right by 16), for zeros, infinities and NaNs too.")
@@ -136,6 +166,11 @@ def _fp16_hint(x: np.float32, got: int, want: int) -> str:
     if not math.isfinite(fx) or abs(fx) >= 65504:
         return ("fp16's largest value is 65504; anything that rounds past it (from 65520 up) "
                 "becomes inf, 0x7C00 with the sign bit on top.")
+    word = (twice_or_half(float(fpsim.from_bits(got, FP16)), float(fpsim.from_bits(want, FP16)))
+            if 0 <= got <= 0xFFFF else None)
+    if word:
+        return off_by_one_hint(word, "fp16's exponent field is float32's - 127 + 15; below "
+                               "2^-14 the significand shifts right by one more bit per binade")
     if abs(fx) < FP16.smallest_normal:
         return ("below 2^-14 fp16 is subnormal: a fixed step of 2^-24, exponent field 0. "
                 "Shift the full significand (with its implicit 1) right by more bits.")
@@ -152,17 +187,20 @@ def check_fp16_bits(fp16_bits: Callable[[np.float32], int]) -> bool:
     nearest, ties to even. x arrives as a ``BitsOnly`` float32: only ``x.view(np.uint32)`` works."""
     name = "check_fp16_bits"
     cases = fp16_bits_cases()
-    expected = fpsim.to_bits(fpsim.round(cases, FP16), FP16).astype(int)
+    with np.errstate(invalid="ignore"):  # widening the signalling NaN 0x7F800001 flags invalid
+        expected = fpsim.to_bits(fpsim.round(cases, FP16), FP16).astype(int)
     failures = []
     for x, want in zip(cases, expected, strict=True):
         got, error = _call(fp16_bits, BitsOnly(x))
         case = f"x = {float(x)!r} (float32 bits {_float32_hex(x)})"
-        want_text = f"0x{want:04X} ({float(fpsim.from_bits(want, FP16))!r})"
+        want_text = ("a NaN code (exponent field 0x1F, mantissa not 0), e.g. 0x7E00"
+                     if np.isnan(x) else f"0x{want:04X} ({float(fpsim.from_bits(want, FP16))!r})")
         if error is not None:
             failures.append(_raised(case, want_text, error))
             break
         try:
-            ok = int(got) == want and 0 <= int(got) <= 0xFFFF
+            ok = (_is_fp16_nan(int(got)) if np.isnan(x) else
+                  int(got) == want and 0 <= int(got) <= 0xFFFF)
         except (TypeError, ValueError, OverflowError):
             failures.append(Failure(case, want_text, f"{got!r} (not an integer code)",
                                     "return the 16-bit code as an int, e.g. 0x3C00 for 1.0."))

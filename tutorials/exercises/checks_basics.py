@@ -14,7 +14,15 @@ import math
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from checks import BitsOnly, Failure, _call, _raised, _report
+from checks import (
+    BitsOnly,
+    Failure,
+    _call,
+    _raised,
+    _report,
+    off_by_one_hint,
+    twice_or_half,
+)
 
 import fpsim
 
@@ -44,6 +52,10 @@ def _decode_hint(code: int, f: fpsim.Format, got: float, want: float) -> str:
     if _same(got, -want) or (want == 0 and got == 0):
         return ("the sign: the top bit is S, and the value is (-1)^S times the magnitude, "
                 "-0.0 included.")
+    word = twice_or_half(got, want)
+    if word:
+        return off_by_one_hint(word, f"the exponent is field - bias, with this format's bias "
+                               f"{f.bias} (fmt.bias), and 2^(1 - bias) for exponent field 0")
     if field == 0 and got in (s * 2.0 ** (-f.bias) * (1 + frac / 2**m),
                               s * 2.0 ** (-f.bias) * (frac / 2**m),
                               s * 2.0 ** (1 - f.bias) * (1 + frac / 2**m)):
@@ -195,9 +207,19 @@ def check_round_to_odd(to_fp32_odd: Callable[[BitsOnly], int]) -> bool:
                         "not all 0 (OR it in), and untouched when they are.")
             elif got_i ^ want == 0x80000000:
                 hint = "the sign: float64's bit 63 becomes float32's bit 31."
+            elif word := _code_ratio(got_i, want):
+                hint = off_by_one_hint(word, "float32's exponent field is float64's - 1023 + 127")
             failures.append(Failure(case, f"0x{want:08X}", f"0x{got_i:08X}", hint))
     return _report(name, len(cases), failures,
                    f"all {len(cases)} float32 codes rounded to odd. Well done!")
+
+
+def _code_ratio(got: int, want: int) -> str | None:
+    """twice_or_half of two float32 codes' values (None for a code out of range)."""
+    if not 0 <= got <= 0xFFFFFFFF:
+        return None
+    return twice_or_half(float(np.uint32(got).view(np.float32)),
+                         float(np.uint32(want).view(np.float32)))
 
 
 def all_checks() -> Iterable[str]:

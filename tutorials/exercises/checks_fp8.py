@@ -49,8 +49,8 @@ def delayed_cases() -> list[tuple[str, list[float], float, int]]:
          [1.0, 1.0, 100.0] + [1.0] * 6, 448.0, 4),
         ("an all-zero tensor at step 2: 1, 2, 0, 4, fp8_max 448, history 1",
          [1.0, 2.0, 0.0, 4.0], 448.0, 1),
-        ("an inf at step 2: 1, 1, inf, then 1 five times, fp8_max 57344, history 3",
-         [1.0, 1.0, math.inf] + [1.0] * 5, 57344.0, 3),
+        ("an inf at step 2: 1, 1, inf, then 2 five times, fp8_max 57344, history 3",
+         [1.0, 1.0, math.inf] + [2.0] * 5, 57344.0, 3),
         ("40 seeded gradient-sized amaxes (about 3e-4), fp8_max 57344, history 16",
          noisy, 57344.0, 16),
     ]
@@ -66,6 +66,12 @@ def _hint(got: np.ndarray, want: np.ndarray, amaxes: list[float], fp8_max: float
                 "of steps before t (that is what 'delayed' means), not from step t's own.")
     if got[0] != 1.0:
         return "the first step has no history yet: its scale is 1."
+    if any(math.isinf(a) for a in amaxes) and np.allclose(
+            got, delayed_reference([0.0 if math.isinf(a) else a for a in amaxes], fp8_max,
+                                   history_len), rtol=RTOL):
+        return ("your window dropped the inf: it stays in the window like any amax, so the "
+                "max is inf and the scale stays frozen at its previous value until the inf "
+                "drops out, history_len steps later (Transformer Engine's behaviour).")
     if history_len > 1 and np.allclose(got, delayed_reference(amaxes, fp8_max, 1), rtol=RTOL):
         return ("you used only the newest amax (amax_compute_algo 'most_recent'); the default, "
                 "'max', takes the largest of the last history_len amaxes.")

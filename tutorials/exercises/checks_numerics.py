@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
-from checks import Failure, _call, _raised, _report
+from checks import Failure, _call, _raised, _report, off_by_one_hint
 
 import fpsim
 
@@ -208,11 +209,28 @@ def softmax_reference(z: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+def softmax_fp16_references(z: np.ndarray) -> list[np.ndarray]:
+    """The fp16 computation the exercise asks for, each step rounded to fp16 (nearest-even):
+    ``z - max(z)``, the exponentials, their sum and the quotients. The sum may be rounded once
+    (as an fp32 accumulator nearly does) or after every addition (an fp16 running sum): either
+    result, bit for bit, is right."""
+    def r16(x: Any) -> np.ndarray:
+        return fpsim.round(np.asarray(x, np.float64), "float16")
+
+    e = r16(np.exp(r16(np.asarray(z, np.float64) - np.max(z))))
+    running = 0.0
+    for v in e.tolist():
+        running = float(r16(running + v))
+    return [r16(e / r16(np.sum(e))), r16(e / running)]
+
+
 def check_softmax_fp16(softmax_fp16: Callable[[np.ndarray], np.ndarray]) -> bool:
-    """``softmax_fp16(z)`` must return the softmax of the fp16 logits ``z``, computed in fp16,
-    finite and within 2^-9 of the exact softmax in every entry."""
+    """``softmax_fp16(z)`` must return the softmax of the fp16 logits ``z``, computed in fp16:
+    finite, within 2^-9 of the exact softmax in every entry, and bit for bit one of
+    ``softmax_fp16_references(z)`` (so an unrounded sum or quotient is caught)."""
     name = "check_softmax_fp16"
-    failures = []
+    failures: list[Failure] = []
+    not_fp16: list[Failure] = []  # close enough, but not fp16's bits: reported after the rest
     cases = softmax_cases()
     for text, z in cases:
         want = softmax_reference(z)
@@ -231,9 +249,19 @@ def check_softmax_fp16(softmax_fp16: Callable[[np.ndarray], np.ndarray]) -> bool
             continue
         with np.errstate(invalid="ignore"):
             bad = ~(np.abs(p - want) <= SOFTMAX_TOLERANCE)
-        if not bad.any():
-            continue
         got_text = np.array2string(p, precision=4, threshold=6)
+        if not bad.any():
+            if any(np.array_equal(p, ref) for ref in softmax_fp16_references(z)):
+                continue
+            fp16 = softmax_fp16_references(z)[0]
+            first = int(np.flatnonzero(p != fp16)[0])
+            not_fp16.append(Failure(
+                text, f"{np.array2string(fp16, precision=6, threshold=6)} (fp16's bits)",
+                np.array2string(p, precision=6, threshold=6),
+                f"close to the softmax, but entry {first} ({p[first]!r}) is not fp16's "
+                f"{fp16[first]!r}: round every step with r16, the sum included "
+                "(r16(np.sum(e))); an unrounded sum or quotient gives other bits."))
+            continue
         if np.isnan(p).any():
             hint = ("NaN: exp overflowed to inf (fp16's exp(z) is inf from z = 11.09 up) and "
                     "inf / inf is NaN, or every exp underflowed to 0 and 0 / 0 is NaN. Subtract "
@@ -246,7 +274,7 @@ def check_softmax_fp16(softmax_fp16: Callable[[np.ndarray], np.ndarray]) -> bool
             hint = (f"entry {int(np.flatnonzero(bad)[0])} is off by more than 2^-9: compute "
                     "exp(z - max(z)), divide by its sum, rounding each step to fp16.")
         failures.append(Failure(text, want_text, got_text, hint))
-    return _report(name, len(cases), failures,
+    return _report(name, len(cases), failures + not_fp16,
                    f"finite and right for all {len(cases)} logit vectors. Well done!")
 
 
@@ -402,9 +430,13 @@ def check_mx_block(mx_block: Callable[[np.ndarray], tuple[int, np.ndarray]]) -> 
         if e_got != e_want:
             if amax == 0:
                 hint = "an all-zero block gets the smallest scale, 2^-127 (E8M0 code 0)."
-            elif e_got == e_want + 1:
-                hint = (f"the OCP rule is floor(log2(amax)) - 8 = floor(log2 {amax:g}) - 8; "
-                        "rounding the exponent up never clips but wastes a binade.")
+            elif e_got in (e_want + 1, e_want - 1):
+                word = "twice" if e_got == e_want + 1 else "half"
+                hint = off_by_one_hint(word, f"the OCP rule is e = floor(log2(amax)) - 8 = "
+                                       f"floor(log2 {amax:g}) - 8 = floor({np.log2(amax):.3f}) "
+                                       "- 8, where 8 is E4M3's largest exponent (448 = 1.75 x "
+                                       "2^8; its bias is 7); rounding log2(amax) up instead of "
+                                       "down never clips but wastes a binade")
             else:
                 hint = (f"e = floor(log2(amax)) - emax, with emax = 8 for E4M3 (448 = 1.75 * "
                         f"2^8); here amax = {amax:g}.")
