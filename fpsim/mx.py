@@ -207,11 +207,15 @@ def tensor_scale_of(amax: float, bf: BlockFormat) -> float:
     """NVFP4's fp32 tensor scale ``float32(amax) / float32(max_elem * 448)`` from the tensor's
     finite amax (1.0 for amax 0). An amax beyond float32's range is first clamped to float32's
     max, so such values saturate to the largest representable magnitude (as the MX formats
-    saturate) instead of making every value NaN; an amax that is 0 in float32 gives 1.0."""
+    saturate) instead of making every value NaN; an amax that is 0 in float32 gives 1.0. A
+    quotient that underflows float32 (amax below about 4e-42) is raised to float32's smallest
+    subnormal, 2^-149, so the scale stays positive and the tiny values keep their codes (ours:
+    a zero tensor scale would divide by zero)."""
     t = np.float32(min(amax, _FLOAT32_MAX))
     if t == 0:
         return 1.0
-    return float(t / np.float32(bf.element.max * E4M3FN.max))
+    q = t / np.float32(bf.element.max * E4M3FN.max)
+    return float(max(q, np.float32(2.0**-149)))
 
 
 def _chunks(rows: np.ndarray, block: int) -> Iterator[tuple[slice, slice, slice]]:

@@ -98,3 +98,11 @@ def test_the_chunked_path_equals_one_chunk_across_chunk_borders(monkeypatch, nam
 
     for a, b in zip(parts(whole[1]), parts(pieces[1]), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_nvfp4_of_values_so_tiny_the_tensor_scale_underflows_keeps_them_exact():
+    """amax / (6 * 448) is 0 in float32 below about 4e-42: the tensor scale is raised to
+    2^-149 instead of dividing by zero; these subnormals are then E2M1 multiples of it."""
+    x = np.array([1, 2, 3, 0x80000005], np.uint32).view(np.float32)
+    np.testing.assert_array_equal(mx.quantize(x, "nvfp4"), x)
+    assert mx.tensor_scale_of(float(x[0]), mx.get_block_format("nvfp4")) == 2.0**-149

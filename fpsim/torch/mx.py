@@ -23,7 +23,7 @@ from fpsim.formats import Format
 from fpsim.kernels.mx import SCALE_EMAX, SCALE_EMIN
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
-from fpsim.mx import _NVFP4_TENSOR_DIVISOR, BlockFormat, _check_axis, _scale_rule, get_block_format
+from fpsim.mx import BlockFormat, _check_axis, get_block_format, scale_rule, tensor_scale_of
 from fpsim.rounding import RoundingMode, get_mode
 from fpsim.torch.rounding import check_tensor, round_checked
 
@@ -80,8 +80,7 @@ class _Blocks:
         if bf.two_level:
             finite = rows[torch.isfinite(rows)].abs()
             t_amax = float(finite.max()) if finite.numel() else 0.0
-            if t_amax > 0:  # (float32 arithmetic, as fpsim.mx computes it)
-                tensor_scale = float(np.float32(t_amax) / np.float32(_NVFP4_TENSOR_DIVISOR))
+            tensor_scale = tensor_scale_of(t_amax, bf)  # fpsim.mx's rule, float32 arithmetic
             target = torch.where(bad, 0.0, amax) / (6.0 * tensor_scale)
             scale = round_checked(target, E4M3FN, _E4M3_SCALE_MODE[rule], None, True,
                                   "saturate", None, counting=False)
@@ -157,7 +156,7 @@ def _prepare(t: object, fmt: BlockFormat | str, axis: int, scale_rounding: str |
              ) -> tuple[torch.Tensor, BlockFormat, int, str]:
     t = check_tensor("t", t)
     bf = get_block_format(fmt)
-    return t, bf, _check_axis(axis, t.ndim), _scale_rule(scale_rounding, bf)
+    return t, bf, _check_axis(axis, t.ndim), scale_rule(scale_rounding, bf)
 
 
 def quantize(
