@@ -103,7 +103,10 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", choices=ex.experiment_names(),
                         default=ex.DEFAULT_EXPERIMENT,
                         help="which story: " + "; ".join(
-                            f"{k}: {v}" for k, v in ex.EXPERIMENT_TITLES.items()))
+                            f"{e.name}: {e.title}" for e in ex.EXPERIMENTS.values())
+                        + f"; {ex.DIGITS}: {ex.table.DIGITS_TITLE}")
+    parser.add_argument("--list", action="store_true",
+                        help="print one line per experiment (its technique and claims) and stop")
     parser.add_argument("--out", default=".", metavar="DIR",
                         help="directory for compare.png (created if missing)")
     parser.add_argument("--epochs", type=positive_int, default=None,
@@ -112,9 +115,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=positive_int, default=None,
                         help=f"the experiments (not digits): training steps per run; None: "
                              f"{ex.DEFAULT.steps} (" + ", ".join(
-                                 f"{name} {ex.default_config(name).steps}"
-                                 for name in ex.EXPERIMENTS
-                                 if ex.default_config(name).steps != ex.DEFAULT.steps)
+                                 f"{e.name} {e.config.steps}"
+                                 for e in ex.EXPERIMENTS.values()
+                                 if e.config.steps != ex.DEFAULT.steps)
                              + f"; {ex.QUICK_STEPS} with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
@@ -194,20 +197,18 @@ def _compare_digits(args: argparse.Namespace, out: Path) -> None:
 def _compare_experiment(args: argparse.Namespace, out: Path) -> None:
     from nn import plot
 
-    config = ex.default_config(args.experiment)
-    steps = args.steps if args.steps is not None else (
-        ex.QUICK_STEPS if args.quick else config.steps)
-    config = config.with_(steps=steps)
-    run = ex.EXPERIMENTS[args.experiment]
-    print(f"experiment {args.experiment}: {ex.EXPERIMENT_TITLES[args.experiment]}")
+    entry = ex.experiment(args.experiment)
+    config = entry.config_for(steps=args.steps if args.steps is not None else (
+        ex.QUICK_STEPS if args.quick else None))
+    print(f"experiment {entry.name}: {entry.title}")
     warm = ex.warm_up_experiment(args.experiment)
     print(f"one-time compilation and warm-up (the experiment at 2 steps, not in the times "
           f"below): {warm:.1f} s", flush=True)
-    result = run(config)
+    result = entry.run(config)
     print(result.config.describe())  # as run: an experiment may set its own learning rate
     print(f"knob: {result.knob}")
     print(experiment_table(result))
-    for line in ex.findings(result):
+    for line in entry.findings(result):
         print(line)
     plot.experiment_figure(result, out / "compare.png")
 
@@ -215,6 +216,9 @@ def _compare_experiment(args: argparse.Namespace, out: Path) -> None:
 def compare(args: argparse.Namespace) -> int:
     """``fpsim compare [--experiment NAME] [--out DIR] [--steps N | --epochs E] [--quick]``:
     a table on stdout, compare.png in DIR."""
+    if args.list:
+        print("\n".join(ex.table.listing()))
+        return 0
     out = Path(args.out)
     check_writable(out / "compare.png", "--out")
     start = time.perf_counter()
