@@ -17,6 +17,7 @@ import numpy as np
 import nn
 from fpsim.cli import Command, check_writable, positive_int
 from nn import experiments as ex
+from nn.experiments import seeds
 from nn.losses import SparseCategoricalCrossentropy
 
 
@@ -107,6 +108,21 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         + f"; {ex.DIGITS}: {ex.table.DIGITS_TITLE}")
     parser.add_argument("--list", action="store_true",
                         help="print one line per experiment (its technique and claims) and stop")
+    parser.add_argument("--all", action="store_true",
+                        help="every experiment of the table in turn (not digits)")
+    parser.add_argument("--seeds", type=_seeds_arg, default=None, metavar="K|LIST",
+                        help="a count K (seeds 0 to K-1) or a list such as 100,101,102: every "
+                             "variant is trained from each seed (initial weights and batch "
+                             f"order); None: {ex.LOSS_CLAIM_SEEDS} for an experiment with a "
+                             "loss claim")
+    parser.add_argument("--json", default=None, metavar="PATH",
+                        help="write the seeds' numbers, intervals and verdicts there (a list "
+                             "of objects with --all)")
+    parser.add_argument("--processes", type=positive_int, default=None, metavar="N",
+                        help="seeds trained at once, one process each; None: one per core")
+    parser.add_argument("--blas-threads", type=int, default=seeds.BLAS_THREADS, metavar="N",
+                        help="BLAS threads per process (threadpoolctl; 0: as the environment "
+                             "sets them, e.g. OPENBLAS_NUM_THREADS)")
     parser.add_argument("--out", default=".", metavar="DIR",
                         help="directory for compare.png (created if missing)")
     parser.add_argument("--epochs", type=positive_int, default=None,
@@ -122,6 +138,13 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
                              "steps)")
+
+
+def _seeds_arg(text: str) -> list[int]:
+    try:
+        return seeds.parse_seeds(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--seeds ")) from None
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -194,40 +217,122 @@ def _compare_digits(args: argparse.Namespace, out: Path) -> None:
     plot.compare_figure(results, out / "compare.png")
 
 
-def _compare_experiment(args: argparse.Namespace, out: Path) -> None:
+def _interval(v: tuple[float, float] | None) -> str:
+    return "-" if v is None else f"[{v[0]:+.4f}, {v[1]:+.4f}]"
+
+
+def seeds_table(seeded: seeds.SeededResult) -> str:
+    """Per run label: the held-out loss's mean over the seeds with its 95% t interval, and
+    each seed's."""
+    header = ("run", "mean held-out loss", "95% interval",
+              *(f"seed {s}" for s in seeded.seeds))
+
+    def num(v: float) -> str:
+        return f"{v:.4f}" if math.isfinite(v) else "nan"
+
+    rows = []
+    for label in seeded.labels:
+        interval = seeded.variant_interval(label)
+        rows.append((label, "-" if interval is None else f"{interval[0]:.4f}",
+                     "-" if interval is None else f"[{interval[1]:.4f}, {interval[2]:.4f}]",
+                     *(num(v) for v in seeded.losses(label))))
+    return _table(header, rows)
+
+
+def claim_lines(seeded: seeds.SeededResult) -> list[str]:
+    """One line per claim: the gap to its reference (mean over the seeds, paired by seed) with
+    its 95% interval, and the verdict."""
+    lines = []
+    for c in seeded.claims():
+        v = c.verdict
+        gap = ("" if v.gap_mean is None else f"gap {v.gap_mean:+.4f}, 95% interval "
+               f"{_interval(v.gap_ci95)} over {len(c.gaps)} seeds (paired); ")
+        lines.append(f"claim: {c.claim.describe()}: {gap}{v.verdict.upper()} ({v.reason})")
+    return lines
+
+
+def _command(args: argparse.Namespace, name: str | None, seed_list: list[int]) -> str:
+    words = ["fpsim", "compare", "--all" if name is None else f"--experiment {name}",
+             f"--seeds {','.join(map(str, seed_list))}" if seed_list != list(
+                 range(len(seed_list))) else f"--seeds {len(seed_list)}"]
+    if args.steps is not None:
+        words.append(f"--steps {args.steps}")
+    if args.quick:
+        words.append("--quick")
+    if args.json:
+        words.append(f"--json {args.json}")
+    return " ".join(words)
+
+
+def _compare_experiment(args: argparse.Namespace, name: str, out: Path,
+                        png: Path) -> dict[str, object]:
     from nn import plot
 
-    entry = ex.experiment(args.experiment)
+    entry = ex.experiment(name)
     config = entry.config_for(steps=args.steps if args.steps is not None else (
         ex.QUICK_STEPS if args.quick else None))
+    seed_list = args.seeds if args.seeds is not None else list(range(entry.default_seeds))
     print(f"experiment {entry.name}: {entry.title}")
-    warm = ex.warm_up_experiment(args.experiment)
+    print(f"technique: {entry.technique}")
+    warm = ex.warm_up_experiment(name)
     print(f"one-time compilation and warm-up (the experiment at 2 steps, not in the times "
           f"below): {warm:.1f} s", flush=True)
-    result = entry.run(config)
-    print(result.config.describe())  # as run: an experiment may set its own learning rate
-    print(f"knob: {result.knob}")
+    seeded = seeds.run_seeds(name, seed_list, config=config, processes=args.processes,
+                             blas_threads=args.blas_threads or None,
+                             progress=lambda line: print(line, flush=True))
+    result = seeded.first
+    assert result is not None
+    print(result.config.describe().replace(f"seed {seed_list[0]}",
+                                           f"seeds {', '.join(map(str, seed_list))}"))
+    print(seeds_table(seeded))
+    for line in claim_lines(seeded):
+        print(line)
+    print(f"seed {seed_list[0]} in detail; knob: {result.knob}")
     print(experiment_table(result))
     for line in entry.findings(result):
         print(line)
-    plot.experiment_figure(result, out / "compare.png")
+    plot.experiment_figure(seeded, png)
+    print(f"wrote {png} ({seeded.wall_time:.1f} s for the seeds)", flush=True)
+    return seeded.numbers(_command(args, None if args.all else name, seed_list))
 
 
 def compare(args: argparse.Namespace) -> int:
-    """``fpsim compare [--experiment NAME] [--out DIR] [--steps N | --epochs E] [--quick]``:
-    a table on stdout, compare.png in DIR."""
+    """``fpsim compare [--experiment NAME | --all | --list] [--seeds K|LIST] [--json PATH]
+    [--out DIR] [--steps N | --epochs E] [--quick]``: tables and verdicts on stdout, a PNG per
+    experiment in DIR (compare.png; NAME.png with --all)."""
     if args.list:
         print("\n".join(ex.table.listing()))
         return 0
     out = Path(args.out)
     check_writable(out / "compare.png", "--out")
+    if args.json:
+        check_writable(Path(args.json), "--json")
     start = time.perf_counter()
-    if args.experiment == "digits":
+    if args.experiment == ex.DIGITS and not args.all:
+        if args.seeds is not None or args.json:
+            raise ValueError("--seeds and --json: the digits story has one fixed seed and no "
+                             "claims; name an experiment of --list")
         _compare_digits(args, out)
-    else:
-        _compare_experiment(args, out)
-    print(f"wrote {out / 'compare.png'} ({time.perf_counter() - start:.1f} s in all)")
+        print(f"wrote {out / 'compare.png'} ({time.perf_counter() - start:.1f} s in all)")
+        return 0
+    names = list(ex.EXPERIMENTS) if args.all else [args.experiment]
+    found = []
+    for name in names:
+        png = out / (f"{name}.png" if args.all else "compare.png")
+        found.append(_compare_experiment(args, name, out, png))
+        if args.json:  # written after each experiment: a long --all keeps what finished
+            _write_json(Path(args.json), found if args.all else found[0])
+    if args.json:
+        print(f"wrote {args.json}")
+    print(f"{time.perf_counter() - start:.1f} s in all")
     return 0
+
+
+def _write_json(path: Path, numbers: object) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(numbers, indent=1, allow_nan=False) + "\n")
 
 
 COMMANDS = [

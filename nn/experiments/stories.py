@@ -200,7 +200,8 @@ def adam_state(config: LMConfig = DEFAULT, epsilon: float = 1e-8) -> ExperimentR
 
 
 def first_step_second_moments(config: LMConfig, epsilon: float) -> dict[str, Any]:
-    """One step of Adam from the same start with fp16 and with fp32 slots. Returns, for the
+    """One step of Adam from the same start with fp16 and with fp32 slots (the first step the
+    dynamic loss scale does not skip). Returns, for the
     fp16 slots, the share of elements whose v is 0 while m is not (``v_flushed``) and the
     share of weights that became non-finite (``nonfinite_weights``); and the fp32 slots'
     second moments themselves (``second_moments``, an array), whose exponents show how many
@@ -211,9 +212,13 @@ def first_step_second_moments(config: LMConfig, epsilon: float) -> dict[str, Any
         model = build_lm(config, "mixed_float16")
         opt = nn.Adam(ADAM_LEARNING_RATE, epsilon=epsilon, slot_dtype=slot_dtype)
         model.compile(opt, nn.losses.SparseCategoricalCrossentropy(from_logits=True))
-        model.fit(x[:config.batch_size], y[:config.batch_size], batch_size=config.batch_size,
-                  epochs=1, shuffle=False, verbose=0, telemetry=False, loss_scale="dynamic")
         variables = model.trainable_variables
+        b = config.batch_size
+        for k in range(len(x) // b):  # until a step is taken (the scaler skips an inf one)
+            model.fit(x[k * b:(k + 1) * b], y[k * b:(k + 1) * b], batch_size=b, epochs=1,
+                      shuffle=False, verbose=0, telemetry=False, loss_scale="dynamic")
+            if _has_slots(opt, variables[0]):
+                break
         ms = np.concatenate([opt.get_slot(v, "momentum").ravel() for v in variables])
         vs = np.concatenate([opt.get_slot(v, "velocity").ravel() for v in variables])
         if slot_dtype is None:
@@ -224,6 +229,14 @@ def first_step_second_moments(config: LMConfig, epsilon: float) -> dict[str, Any
         found["v_flushed"] = int(np.count_nonzero((vs == 0) & (ms != 0))) / max(live, 1)
         found["nonfinite_weights"] = bad / max(sum(v.size for v in variables), 1)
     return found
+
+
+def _has_slots(optimizer: Any, variable: Any) -> bool:
+    try:
+        optimizer.get_slot(variable, "momentum")
+    except KeyError:
+        return False
+    return True
 
 
 # --- 6 ----------------------------------------------------------------------------------------
