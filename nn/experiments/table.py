@@ -81,40 +81,41 @@ def _accumulation(config: Any) -> ExperimentResult:
 UNSCALED, SCALED, FP32 = "mixed_float16, no scaling", "mixed_float16 + dynamic", "float32"
 _UNDERFLOW_CLAIMS = (Claim(UNSCALED, FP32), Claim(UNSCALED, SCALED))
 
+# in the order ``fpsim compare --all`` runs them: the quicker first
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
-    Experiment("underflow", "underflow from averaging (unscaled mixed_float16 vs float32 vs "
-               "dynamic loss scaling)", "loss scaling", stories.underflow_from_averaging,
-               stories.DEFAULT, _UNDERFLOW_CLAIMS, stories.underflow_findings),
-    Experiment("underflow-sgd", "underflow from averaging, trained with SGD + momentum (300 "
-               "steps)", "loss scaling", stories.underflow_with_sgd, stories.SGD_CONFIG,
-               _UNDERFLOW_CLAIMS, stories.underflow_findings),
-    Experiment("master-weights", "fp32 master weights vs pure float16 weights (a CNN, Adam lr "
-               "3e-4)", "fp32 master weights", _master_weights, MASTER_DEFAULT,
-               (Claim(PURE, MIXED),), master_findings),
-    Experiment("master-weights-lm", "fp32 master weights vs pure float16 weights (the LM, Adam "
-               "lr 1e-4)", "fp32 master weights", stories.master_weights_lm, stories.DEFAULT,
-               (Claim(PURE, MIXED),), stories.master_weights_lm_findings),
-    Experiment("statistics", "BatchNormalization statistics in fp32 vs fp16 (a CNN fed 0-255 "
-               "pixels)", "fp32 statistics", fp32_statistics, CNN_DEFAULT,
-               (Claim("fp16 statistics", "fp32 statistics"),), statistics_findings),
-    Experiment("statistics-lm", "attention softmax and LayerNorm statistics in fp32 vs fp16 "
-               "(the LM)", "fp32 softmax and statistics", fp32_statistics_lm, stories.DEFAULT,
-               (Claim("fp16 statistics", "fp32 statistics"),), findings_lm),
-    Experiment("accumulation", "fp32 vs fp16 accumulation in the convolutions (a CNN, batch "
-               "256: 16384-term kernel gradients)", "fp32 accumulation", _accumulation,
-               ACCUMULATION_DEFAULT, (Claim("fp16 accumulation", "fp32 accumulation"),),
-               accumulation_findings),
-    Experiment("accumulation-lm", "fp32 vs fp16 accumulation in the logits layer's matmuls "
-               "(the LM)", "fp32 accumulation", stories.fp32_accumulation_lm, stories.DEFAULT,
-               (Claim("fp16 accumulation", "fp32 accumulation"),),
-               stories.accumulation_lm_findings),
     Experiment("adam-state", "Adam with fp16 slots (epsilon 1e-8 -> 0, v underflows) vs fp32 "
                "slots", "fp32 optimizer state", stories.adam_state, stories.DEFAULT,
                (Claim("Adam, fp16 slots", "Adam, fp32 slots"),), stories.adam_state_findings),
+    Experiment("underflow", "underflow from averaging (unscaled mixed_float16 vs float32 vs "
+               "dynamic loss scaling)", "loss scaling", stories.underflow_from_averaging,
+               stories.DEFAULT, _UNDERFLOW_CLAIMS, stories.underflow_findings),
     Experiment("bf16", "mixed_bfloat16 (no scaling) vs mixed_float16 (dynamic scaling): the "
                "price in precision", "bf16 vs fp16", stories.bf16_vs_fp16, stories.DEFAULT,
                (Claim("mixed_bfloat16", FP32), Claim("mixed_bfloat16", SCALED)),
                stories.bf16_findings),
+    Experiment("master-weights-lm", "fp32 master weights vs pure float16 weights (the LM, Adam "
+               "lr 1e-4)", "fp32 master weights", stories.master_weights_lm, stories.DEFAULT,
+               (Claim(PURE, MIXED),), stories.master_weights_lm_findings),
+    Experiment("statistics-lm", "attention softmax and LayerNorm statistics in fp32 vs fp16 "
+               "(the LM)", "fp32 softmax and statistics", fp32_statistics_lm, stories.DEFAULT,
+               (Claim("fp16 statistics", "fp32 statistics"),), findings_lm),
+    Experiment("accumulation-lm", "fp32 vs fp16 accumulation in the logits layer's matmuls "
+               "(the LM)", "fp32 accumulation", stories.fp32_accumulation_lm, stories.DEFAULT,
+               (Claim("fp16 accumulation", "fp32 accumulation"),),
+               stories.accumulation_lm_findings),
+    Experiment("master-weights", "fp32 master weights vs pure float16 weights (a CNN, Adam lr "
+               "3e-4)", "fp32 master weights", _master_weights, MASTER_DEFAULT,
+               (Claim(PURE, MIXED),), master_findings),
+    Experiment("statistics", "BatchNormalization statistics in fp32 vs fp16 (a CNN fed 0-255 "
+               "pixels)", "fp32 statistics", fp32_statistics, CNN_DEFAULT,
+               (Claim("fp16 statistics", "fp32 statistics"),), statistics_findings),
+    Experiment("accumulation", "fp32 vs fp16 accumulation in the convolutions (a CNN, batch "
+               "256: 16384-term kernel gradients)", "fp32 accumulation", _accumulation,
+               ACCUMULATION_DEFAULT, (Claim("fp16 accumulation", "fp32 accumulation"),),
+               accumulation_findings),
+    Experiment("underflow-sgd", "underflow from averaging, trained with SGD + momentum (300 "
+               "steps)", "loss scaling", stories.underflow_with_sgd, stories.SGD_CONFIG,
+               _UNDERFLOW_CLAIMS, stories.underflow_findings),
 )}
 
 # the digits story is not in the table: one fixed seed, a loss multiplied by 2^-18 (a teaching
