@@ -11,6 +11,7 @@ import argparse
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,6 +119,10 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, metavar="PATH",
                         help="write the seeds' numbers, intervals and verdicts there (a list "
                              "of objects with --all)")
+    parser.add_argument("--what-if", action="store_true",
+                        help="replay steps of one float32 trajectory of the language model "
+                             "(the experiment's configuration when it is one) under each "
+                             "alternative and measure its gradients and update per layer")
     parser.add_argument("--processes", type=positive_int, default=None, metavar="N",
                         help="seeds trained at once, one process each; None: one per core")
     parser.add_argument("--blas-threads", type=int, default=seeds.BLAS_THREADS, metavar="N",
@@ -296,6 +301,61 @@ def _compare_experiment(args: argparse.Namespace, name: str, out: Path,
     return seeded.numbers(_command(args, None if args.all else name, seed_list))
 
 
+def replay_table(found: Any) -> str:
+    """Per alternative, averaged over the replayed steps and every layer: gradient cosine to
+    float32, share of the gradient norm flushed, update error, share of updates swamped."""
+    header = ("alternative", "loss scale", "grad cosine", "norm flushed", "update error",
+              "swamped")
+    rows = []
+    for name in found.alternatives():
+        scales = sorted({r.scale for r in found.replays if r.alternative == name})
+        rows.append((name, ", ".join(_scale(s) if s != 1 else "1" for s in scales),
+                     f"{found.mean(name, 'cosine'):.6f}",
+                     f"{found.mean(name, 'flushed_norm'):.2%}",
+                     f"{found.mean(name, 'update_error'):.2%}",
+                     f"{found.mean(name, 'swamped'):.2%}"))
+    return _table(header, rows)
+
+
+def _what_if(args: argparse.Namespace) -> None:
+    from nn.experiments import replay
+
+    name = args.experiment if args.experiment in ex.EXPERIMENTS else ex.DEFAULT_EXPERIMENT
+    config = ex.experiment(name).config
+    if not isinstance(config, ex.LMConfig):
+        config = ex.DEFAULT
+    if args.steps is not None or args.quick:
+        config = config.with_(steps=args.steps if args.steps is not None else ex.QUICK_STEPS)
+    steps = sorted({0, config.steps // 3, config.steps - 1})
+    print(f"what-if replay along one float32 trajectory: {config.describe()}")
+    print(f"replayed steps {steps}: the same weights, batch and optimizer state under each "
+          "alternative, measured against the float32 replay of the same step")
+    found = replay.replay(config, steps, progress=lambda line: print(line, flush=True))
+    print(replay_table(found))
+    last = [r for r in found.replays if r.step == steps[-1]]
+    for r in last:
+        layer, worst = min(r.layers.items(), key=lambda item: item[1].cosine
+                           if math.isfinite(item[1].cosine) else -math.inf)
+        print(f"{r.alternative}, step {r.step}: lowest gradient cosine in {layer} "
+              f"({worst.cosine:.6f}; {worst.flushed_norm:.2%} of its norm flushed, update "
+              f"error {worst.update_error:.2%}, {worst.swamped:.2%} swamped)")
+    if args.json:
+        numbers = found.numbers()
+        numbers["command"] = " ".join(["fpsim compare --what-if", f"--experiment {name}",
+                                       *([f"--steps {args.steps}"] if args.steps else []),
+                                       f"--json {args.json}"])
+        numbers["date"] = _now()
+        numbers["machine"] = seeds.machine()
+        _write_json(Path(args.json), numbers)
+        print(f"wrote {args.json}")
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def compare(args: argparse.Namespace) -> int:
     """``fpsim compare [--experiment NAME | --all | --list] [--seeds K|LIST] [--json PATH]
     [--out DIR] [--steps N | --epochs E] [--quick]``: tables and verdicts on stdout, a PNG per
@@ -308,6 +368,9 @@ def compare(args: argparse.Namespace) -> int:
     if args.json:
         check_writable(Path(args.json), "--json")
     start = time.perf_counter()
+    if args.what_if:
+        _what_if(args)
+        return 0
     if args.experiment == ex.DIGITS and not args.all:
         if args.seeds is not None or args.json:
             raise ValueError("--seeds and --json: the digits story has one fixed seed and no "
