@@ -320,6 +320,7 @@ def replay_table(found: Any) -> str:
 def _what_if(args: argparse.Namespace) -> None:
     from nn.experiments import replay
 
+    seeds.limit_blas(args.blas_threads or None)
     name = args.experiment if args.experiment in ex.EXPERIMENTS else ex.DEFAULT_EXPERIMENT
     config = ex.experiment(name).config
     if not isinstance(config, ex.LMConfig):
