@@ -1,11 +1,11 @@
-"""The fp8 experiment (nn.experiments_fp8): plain e4m3fn fails where the recipes train."""
+"""The fp8 experiment (nn.experiments.fp8): plain e4m3fn fails where the recipes train."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nn import experiments_fp8 as exp
+from nn.experiments import fp8 as exp
 
 CI_TOKENS = 6000  # about 20 steps per policy: seconds
 
