@@ -278,15 +278,13 @@ def _detail_panel(result: Any) -> Any:
     return None
 
 
-def experiment_figure(seeded: Any, path: str | Path) -> Path:
+def experiment_draw(seeded: Any) -> Any:
     """The ``fpsim compare --experiment NAME`` PNG: every seed's loss curves (with their mean,
     and an x where a run's loss stopped being finite) and, when the experiment has one, a
     panel of the first seed's run against fp16's range: Adam's second moments (adam-state),
     the statistics' squares (statistics), a replayed fp16 sum (accumulation), else the float32
-    run's true activation gradients. The title carries each claim's verdict."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    run's true activation gradients. The title carries each claim's verdict. Returns the
+    figure (``experiment_figure`` saves it)."""
     import matplotlib.pyplot as plt
 
     result = seeded.first
@@ -308,6 +306,17 @@ def experiment_figure(seeded: Any, path: str | Path) -> Path:
     fig.suptitle(f"{experiment(seeded.name).title}\n{verdicts}\n"
                  f"{seeded.config.with_(seed=seeded.seeds[0]).describe()} (seeds "
                  f"{', '.join(map(str, seeded.seeds))})", fontsize="small")
+    return fig
+
+
+def experiment_figure(seeded: Any, path: str | Path) -> Path:
+    """``experiment_draw(seeded)`` saved as a PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = experiment_draw(seeded)
     path = Path(path)
     fig.savefig(path, dpi=90)
     plt.close(fig)
