@@ -306,7 +306,7 @@ def replay_table(found: Any) -> str:
     float32, share of the gradient norm flushed, update error, share of updates swamped."""
     header = ("alternative", "loss scale", "grad cosine", "norm flushed", "update error",
               "swamped")
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for name in found.alternatives():
         scales = sorted({r.scale for r in found.replays if r.alternative == name})
         rows.append((name, ", ".join(_scale(s) if s != 1 else "1" for s in scales),

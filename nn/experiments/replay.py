@@ -138,7 +138,8 @@ def compare(g_ref: np.ndarray, g_alt: np.ndarray, applied_ref: np.ndarray,
         error = float(np.linalg.norm(a_alt - a_ref) / norm_update) if norm_update else (
             0.0 if not np.any(a_alt) else math.inf)
     moved = delta_alt.ravel() != 0
-    swamped = float(np.count_nonzero(moved & (a_alt == 0)) / max(np.count_nonzero(moved), 1))
+    moves = int(np.count_nonzero(moved))
+    swamped = float(np.count_nonzero(moved & (a_alt == 0))) / max(moves, 1)
     return LayerNumbers(cosine, flushed_norm, error, swamped)
 
 
@@ -210,7 +211,7 @@ def replay(config: LMConfig | None = None, steps: Sequence[int] = REPLAY_STEPS,
     reference.compile(optimizer, SparseCategoricalCrossentropy(from_logits=True))
     models = {n: ALTERNATIVES[n].build(config) for n in names}
     variables = reference.trainable_variables
-    layer_names = [_layer_of(v.name) for v in variables]
+    layer_names = [_layer_of(str(v.name)) for v in variables]
     found = Replay(config, wanted)
     done = 0
     for step in wanted:

@@ -53,9 +53,12 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def blas_thread_count() -> int | None:
-    """The threads of the BLAS numpy calls (threadpoolctl), or None when none is found."""
-    from threadpoolctl import threadpool_info
-
+    """The threads of the BLAS numpy calls (threadpoolctl), or None when none is found (or
+    threadpoolctl is not installed)."""
+    try:
+        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
+    except ImportError:
+        return None
     counts = [int(p["num_threads"]) for p in threadpool_info() if p.get("user_api") == "blas"]
     return max(counts) if counts else None
 
@@ -68,8 +71,10 @@ def limit_blas(threads: int | None) -> int | None:
     returns the count now in force."""
     global _LIMITER
     if threads is not None:
-        from threadpoolctl import threadpool_limits
-
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # BLAS stays as the environment set it
+            return None
         _LIMITER = threadpool_limits(limits=threads, user_api="blas")
     return blas_thread_count()
 
