@@ -199,7 +199,7 @@ def test_full_size_pure_float16_swamps_a_large_share_of_updates():
     result = ex.master_weights_lm()
     shares = result.extra["swamped_share"]
     assert shares["float16 (no master)"] > 0.1 > 100 * shares["mixed_float16 (fp32 masters)"]
-    assert result.runs[1].test_loss > result.runs[0].test_loss
+    # whether the loss shows it is a verdict across seeds: docs/results/experiments.json
 
 
 @pytest.mark.slow
@@ -218,11 +218,13 @@ def test_full_size_fp16_accumulation_swamps_the_kernel_gradient_sum():
 
 @pytest.mark.slow
 @full_size
-def test_full_size_with_sgd_unscaled_fp16_trains_worse_and_scaling_recovers():
+def test_full_size_with_sgd_unscaled_fp16_flushes_gradients_that_scaling_keeps():
     result = ex.underflow_with_sgd()
     unscaled = result.run("mixed_float16, no scaling")
-    assert result.gap(unscaled.label) > 0.05 and result.loss_effect_shown
-    assert result.gap("mixed_float16 + dynamic") < 0.02
+    scaled = result.run("mixed_float16 + dynamic")
+    assert unscaled.activation_underflow > 0.01 > scaled.activation_underflow
+    # one run's loss gap is not a verdict (it was -0.149 on one machine and +0.100 on
+    # another): the loss claim's verdict across seeds is in docs/results/experiments.json
 
 
 @pytest.mark.slow
@@ -231,4 +233,4 @@ def test_full_size_lm_fp16_statistics_stay_far_from_overflow_and_the_result_says
     result = ex.fp32_statistics_lm()
     assert result.extra["largest_deviation"] < ex.statistics_lm.FP16_SQUARE_LIMIT / 10
     assert result.extra["first_overflow_site"] is None and result.runs[1].nan_step is None
-    assert not result.loss_effect_shown and "none found at this size" in result.knob
+    assert "none found at this size" in result.knob
