@@ -17,6 +17,7 @@ from typing import Any
 from nn.experiments import stories
 from nn.experiments.accumulation import ACCUMULATION_DEFAULT, fp32_accumulation
 from nn.experiments.accumulation import findings as accumulation_findings
+from nn.experiments.fp8 import FP8_DEFAULT, fp8_findings, fp8_recipes
 from nn.experiments.masters import MASTER_DEFAULT, MIXED, PURE, master_weights
 from nn.experiments.masters import findings as master_findings
 from nn.experiments.result import ExperimentResult
@@ -113,6 +114,10 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                "256: 16384-term kernel gradients)", "fp32 accumulation", _accumulation,
                ACCUMULATION_DEFAULT, (Claim("fp16 accumulation", "fp32 accumulation"),),
                accumulation_findings),
+    Experiment("fp8", "fp8 with per-tensor delayed scaling or MX blocks vs plain e4m3fn (a "
+               "character MLP on CPython's pydoc text)", "fp8 per-tensor scaling", fp8_recipes,
+               FP8_DEFAULT, (Claim("mixed_e4m3fn", "fp8_hybrid_delayed"),
+                             Claim("mixed_e4m3fn", "mxfp8")), fp8_findings),
     Experiment("underflow-sgd", "underflow from averaging, trained with SGD + momentum (300 "
                "steps)", "loss scaling", stories.underflow_with_sgd, stories.SGD_CONFIG,
                _UNDERFLOW_CLAIMS, stories.underflow_findings),
