@@ -123,6 +123,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replay steps of one float32 trajectory of the language model "
                              "(the experiment's configuration when it is one) under each "
                              "alternative and measure its gradients and update per layer")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --all and --json: keep the experiments PATH already holds "
+                             "for the same seeds and steps, and run only the others")
     parser.add_argument("--processes", type=positive_int, default=None, metavar="N",
                         help="seeds trained at once, one process each; None: one per core")
     parser.add_argument("--blas-threads", type=int, default=seeds.BLAS_THREADS, metavar="N",
@@ -380,16 +383,45 @@ def compare(args: argparse.Namespace) -> int:
         print(f"wrote {out / 'compare.png'} ({time.perf_counter() - start:.1f} s in all)")
         return 0
     names = list(ex.EXPERIMENTS) if args.all else [args.experiment]
-    found = []
+    kept = _finished(args) if args.resume else {}
+    found: dict[str, object] = {}
     for name in names:
+        if name in kept:
+            print(f"experiment {name}: kept from {args.json} (same seeds and steps)")
+            found[name] = kept[name]
+            continue
         png = out / (f"{name}.png" if args.all else "compare.png")
-        found.append(_compare_experiment(args, name, out, png))
+        found[name] = _compare_experiment(args, name, out, png)
         if args.json:  # written after each experiment: a long --all keeps what finished
-            _write_json(Path(args.json), found if args.all else found[0])
+            done = [found.get(n, kept.get(n)) for n in names if n in found or n in kept]
+            _write_json(Path(args.json), done if args.all else found[name])
     if args.json:
         print(f"wrote {args.json}")
     print(f"{time.perf_counter() - start:.1f} s in all")
     return 0
+
+
+def _finished(args: argparse.Namespace) -> dict[str, object]:
+    """``--resume``: the experiments ``--json``'s file already holds with the seeds and steps
+    this command would use."""
+    import json
+
+    if not (args.all and args.json):
+        raise ValueError("--resume goes with --all and --json PATH")
+    path = Path(args.json)
+    if not path.exists():
+        return {}
+    kept = {}
+    for r in json.loads(path.read_text()):
+        entry = ex.EXPERIMENTS.get(r.get("experiment"))
+        if entry is None:
+            continue
+        seed_list = args.seeds if args.seeds is not None else list(range(entry.default_seeds))
+        steps = args.steps if args.steps is not None else (
+            ex.QUICK_STEPS if args.quick else entry.config.steps)
+        if r.get("seeds") == seed_list and r.get("steps") == steps:
+            kept[entry.name] = r
+    return kept
 
 
 def _write_json(path: Path, numbers: object) -> None:

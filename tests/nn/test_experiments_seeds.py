@@ -132,3 +132,28 @@ def test_compare_refuses_seeds_for_the_digits_story(tmp_path, capsys):
     assert main(["compare", "--experiment", "digits", "--seeds", "3", "--out",
                  str(tmp_path)]) == 2
     assert "digits story has one fixed seed" in capsys.readouterr().err
+
+
+def test_all_with_resume_keeps_what_the_file_holds_and_runs_the_rest(tmp_path, capsys,
+                                                                     monkeypatch):
+    import dataclasses
+
+    from fpsim.cli import main
+    from nn import experiments as ex
+
+    for name in list(ex.EXPERIMENTS):  # a table of two small experiments
+        if name not in ("adam-state", "bf16"):
+            monkeypatch.delitem(ex.EXPERIMENTS, name)
+    monkeypatch.setitem(ex.EXPERIMENTS, "bf16",
+                        dataclasses.replace(ex.EXPERIMENTS["bf16"], config=TINY))
+    path = tmp_path / "all.json"
+    kept = {"experiment": "adam-state", "seeds": [0, 1], "steps": 2, "marker": "kept"}
+    stale = {"experiment": "bf16", "seeds": [0, 1, 2], "steps": 2}  # other seeds: rerun
+    path.write_text(json.dumps([kept, stale]))
+    assert main(["compare", "--all", "--resume", "--seeds", "2", "--steps", "2", "--processes",
+                 "1", "--json", str(path), "--out", str(tmp_path)]) == 0
+    found = json.loads(path.read_text())
+    assert [r["experiment"] for r in found] == ["adam-state", "bf16"]
+    assert found[0] == kept and found[1]["seeds"] == [0, 1] and found[1]["claims"]
+    assert found[1]["command"] == f"fpsim compare --all --seeds 2 --steps 2 --json {path}"
+    assert "experiment adam-state: kept from" in capsys.readouterr().out
