@@ -88,8 +88,8 @@ def test_findings_give_the_shares_the_gap_and_every_seed(result):
 
 
 def test_the_language_model_version_stays_available_as_master_weights_lm_and_keeps_its_name():
-    assert ex.EXPERIMENTS["master-weights-lm"] is ex.master_weights_lm
-    assert ex.EXPERIMENTS["master-weights"] is ex.master_weights
+    assert ex.EXPERIMENTS["master-weights-lm"].run is ex.master_weights_lm
+    assert ex.EXPERIMENTS["master-weights"].technique == "fp32 master weights"
     assert ex.default_config("master-weights").optimizer == "adam"
 
 

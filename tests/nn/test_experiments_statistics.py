@@ -32,7 +32,7 @@ def test_fp16_batch_norm_statistics_overflow_by_themselves_and_the_network_is_lo
     assert x["first_overflow_step"] is not None and x["first_overflow_site"].startswith("bn1/")
     assert x["dead_channels"][0] == CI.filters[0] and x["all_dead_step"] is not None
     assert fp16.test_accuracy < 0.2  # chance is 0.1: the stem passes nothing
-    assert fp32.test_accuracy > fp16.test_accuracy + 0.2 and result.loss_effect_shown
+    assert fp32.test_accuracy > fp16.test_accuracy + 0.2
 
 
 def test_the_first_forward_overflow_is_the_step_whose_channel_dies(result):
