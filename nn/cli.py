@@ -128,7 +128,8 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                              "for the same seeds and steps, and run only the others")
     parser.add_argument("--processes", type=positive_int, default=None, metavar="N",
                         help="seeds trained at once, one process each; None: one per core")
-    parser.add_argument("--blas-threads", type=int, default=seeds.BLAS_THREADS, metavar="N",
+    parser.add_argument("--blas-threads", type=_threads_arg, default=seeds.BLAS_THREADS,
+                        metavar="N",
                         help="BLAS threads per process (threadpoolctl; 0: as the environment "
                              "sets them, e.g. OPENBLAS_NUM_THREADS)")
     parser.add_argument("--out", default=".", metavar="DIR",
@@ -146,6 +147,17 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
                              "steps)")
+
+
+def _threads_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (as the environment sets them) or a "
+                                         f"positive thread count, got {text.strip()!r}")
+    return value
 
 
 def _seeds_arg(text: str) -> list[int]:

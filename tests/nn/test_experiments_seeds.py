@@ -157,3 +157,14 @@ def test_all_with_resume_keeps_what_the_file_holds_and_runs_the_rest(tmp_path, c
     assert found[0] == kept and found[1]["seeds"] == [0, 1] and found[1]["claims"]
     assert found[1]["command"] == f"fpsim compare --all --seeds 2 --steps 2 --json {path}"
     assert "experiment adam-state: kept from" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("option", "value"), [("--seeds", "1,1"), ("--seeds", "0"),
+                                               ("--blas-threads", "-1"),
+                                               ("--blas-threads", "two")])
+def test_compare_refuses_bad_seeds_and_thread_counts_naming_the_option(option, value, capsys):
+    from fpsim.cli import main
+
+    assert main(["compare", option, value]) == 2
+    err = capsys.readouterr().err
+    assert option in err and repr(value) in err
