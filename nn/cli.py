@@ -8,6 +8,8 @@ pictures in ``nn.plot``; this module only declares options, checks them and prin
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
 import time
 from pathlib import Path
@@ -18,7 +20,7 @@ import numpy as np
 import nn
 from fpsim.cli import Command, check_writable, positive_int
 from nn import experiments as ex
-from nn.experiments import seeds
+from nn.experiments import replay, seeds
 from nn.losses import SparseCategoricalCrossentropy
 
 
@@ -333,8 +335,6 @@ def replay_table(found: Any) -> str:
 
 
 def _what_if(args: argparse.Namespace) -> None:
-    from nn.experiments import replay
-
     seeds.limit_blas(args.blas_threads or None)
     name = args.experiment if args.experiment in ex.EXPERIMENTS else ex.DEFAULT_EXPERIMENT
     config = ex.experiment(name).config
@@ -367,8 +367,6 @@ def _what_if(args: argparse.Namespace) -> None:
 
 
 def _now() -> str:
-    import datetime
-
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -416,8 +414,6 @@ def compare(args: argparse.Namespace) -> int:
 def _finished(args: argparse.Namespace) -> dict[str, object]:
     """``--resume``: the experiments ``--json``'s file already holds with the seeds and steps
     this command would use."""
-    import json
-
     if not (args.all and args.json):
         raise ValueError("--resume goes with --all and --json PATH")
     path = Path(args.json)
@@ -437,8 +433,6 @@ def _finished(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _write_json(path: Path, numbers: object) -> None:
-    import json
-
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(numbers, indent=1, allow_nan=False) + "\n")
 

@@ -301,9 +301,7 @@ def experiment_draw(seeded: Any) -> Any:
             f" (gap {c.verdict.gap_mean:+.4f}, 95% [{c.verdict.gap_ci95[0]:+.4f}, "
             f"{c.verdict.gap_ci95[1]:+.4f}])")
         for c in seeded.claims())
-    from nn.experiments import experiment
-
-    fig.suptitle(f"{experiment(seeded.name).title}\n{verdicts}\n"
+    fig.suptitle(f"{experiments.experiment(seeded.name).title}\n{verdicts}\n"
                  f"{seeded.config.with_(seed=seeded.seeds[0]).describe()} (seeds "
                  f"{', '.join(map(str, seeded.seeds))})", fontsize="small")
     return fig

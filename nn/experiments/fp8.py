@@ -33,6 +33,8 @@ import numpy as np
 
 import nn
 from nn.checks import count
+from nn.experiments.lm import LMRun, final_loss, first_nonfinite_step
+from nn.experiments.result import ExperimentResult
 from nn.losses import SparseCategoricalCrossentropy
 
 POLICIES = ("mixed_bfloat16", "mixed_e4m3fn", "fp8_hybrid_delayed", "mxfp8", "mxfp4", "nvfp4")
@@ -157,12 +159,9 @@ class Fp8Config:
 FP8_DEFAULT = Fp8Config()
 
 
-def fp8_recipes(config: Fp8Config = FP8_DEFAULT) -> Any:
+def fp8_recipes(config: Fp8Config = FP8_DEFAULT) -> ExperimentResult:
     """Every policy of ``config`` trained from ``config.seed``, as an ``ExperimentResult``
     (its runs labelled by policy)."""
-    from nn.experiments.lm import LMRun, final_loss, first_nonfinite_step
-    from nn.experiments.result import ExperimentResult
-
     data, vocab = make_data(config.tokens)
     runs = []
     for policy in config.policies:
@@ -182,7 +181,7 @@ def fp8_recipes(config: Fp8Config = FP8_DEFAULT) -> Any:
         "smallest subnormal 2^-9", runs)
 
 
-def fp8_findings(r: Any) -> list[str]:
+def fp8_findings(r: ExperimentResult) -> list[str]:
     """What ``fp8_recipes``' numbers say, one sentence per line."""
     return [f"{run.label}: held-out loss {run.test_loss:.3f}, training loss (last 20 steps) "
             f"{run.final_loss:.3f}" + ("" if run.nan_step is None

@@ -10,11 +10,11 @@ interval, only not contradicted.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nn.experiments import stories
 from nn.experiments.accumulation import ACCUMULATION_DEFAULT, fp32_accumulation
 from nn.experiments.accumulation import findings as accumulation_findings
 from nn.experiments.fp8 import FP8_DEFAULT, fp8_findings, fp8_recipes
@@ -24,6 +24,21 @@ from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics import CNN_DEFAULT, fp32_statistics
 from nn.experiments.statistics import findings as statistics_findings
 from nn.experiments.statistics_lm import findings_lm, fp32_statistics_lm
+from nn.experiments.stories import (
+    DEFAULT,
+    SGD_CONFIG,
+    accumulation_lm_findings,
+    adam_state,
+    adam_state_findings,
+    bf16_findings,
+    bf16_vs_fp16,
+    fp32_accumulation_lm,
+    master_weights_lm,
+    master_weights_lm_findings,
+    underflow_findings,
+    underflow_from_averaging,
+    underflow_with_sgd,
+)
 
 QUICK_STEPS = 40  # ``fpsim compare --quick``: steps per run
 LOSS_CLAIM_SEEDS = 5  # ours: the default number of seeds of an experiment that makes a loss claim
@@ -85,25 +100,25 @@ _UNDERFLOW_CLAIMS = (Claim(UNSCALED, FP32), Claim(UNSCALED, SCALED))
 # in the order ``fpsim compare --all`` runs them: the quicker first
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("adam-state", "Adam with fp16 slots (epsilon 1e-8 -> 0, v underflows) vs fp32 "
-               "slots", "fp32 optimizer state", stories.adam_state, stories.DEFAULT,
-               (Claim("Adam, fp16 slots", "Adam, fp32 slots"),), stories.adam_state_findings),
+               "slots", "fp32 optimizer state", adam_state, DEFAULT,
+               (Claim("Adam, fp16 slots", "Adam, fp32 slots"),), adam_state_findings),
     Experiment("underflow", "underflow from averaging (unscaled mixed_float16 vs float32 vs "
-               "dynamic loss scaling)", "loss scaling", stories.underflow_from_averaging,
-               stories.DEFAULT, _UNDERFLOW_CLAIMS, stories.underflow_findings),
+               "dynamic loss scaling)", "loss scaling", underflow_from_averaging,
+               DEFAULT, _UNDERFLOW_CLAIMS, underflow_findings),
     Experiment("bf16", "mixed_bfloat16 (no scaling) vs mixed_float16 (dynamic scaling): the "
-               "price in precision", "bf16 vs fp16", stories.bf16_vs_fp16, stories.DEFAULT,
+               "price in precision", "bf16 vs fp16", bf16_vs_fp16, DEFAULT,
                (Claim("mixed_bfloat16", FP32), Claim("mixed_bfloat16", SCALED)),
-               stories.bf16_findings),
+               bf16_findings),
     Experiment("master-weights-lm", "fp32 master weights vs pure float16 weights (the LM, Adam "
-               "lr 1e-4)", "fp32 master weights", stories.master_weights_lm, stories.DEFAULT,
-               (Claim(PURE, MIXED),), stories.master_weights_lm_findings),
+               "lr 1e-4)", "fp32 master weights", master_weights_lm, DEFAULT,
+               (Claim(PURE, MIXED),), master_weights_lm_findings),
     Experiment("statistics-lm", "attention softmax and LayerNorm statistics in fp32 vs fp16 "
-               "(the LM)", "fp32 softmax and statistics", fp32_statistics_lm, stories.DEFAULT,
+               "(the LM)", "fp32 softmax and statistics", fp32_statistics_lm, DEFAULT,
                (Claim("fp16 statistics", "fp32 statistics"),), findings_lm),
     Experiment("accumulation-lm", "fp32 vs fp16 accumulation in the logits layer's matmuls "
-               "(the LM)", "fp32 accumulation", stories.fp32_accumulation_lm, stories.DEFAULT,
+               "(the LM)", "fp32 accumulation", fp32_accumulation_lm, DEFAULT,
                (Claim("fp16 accumulation", "fp32 accumulation"),),
-               stories.accumulation_lm_findings),
+               accumulation_lm_findings),
     Experiment("master-weights", "fp32 master weights vs pure float16 weights (a CNN, Adam lr "
                "3e-4)", "fp32 master weights", _master_weights, MASTER_DEFAULT,
                (Claim(PURE, MIXED),), master_findings),
@@ -119,8 +134,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                FP8_DEFAULT, (Claim("mixed_e4m3fn", "fp8_hybrid_delayed"),
                              Claim("mixed_e4m3fn", "mxfp8")), fp8_findings),
     Experiment("underflow-sgd", "underflow from averaging, trained with SGD + momentum (300 "
-               "steps)", "loss scaling", stories.underflow_with_sgd, stories.SGD_CONFIG,
-               _UNDERFLOW_CLAIMS, stories.underflow_findings),
+               "steps)", "loss scaling", underflow_with_sgd, SGD_CONFIG,
+               _UNDERFLOW_CLAIMS, underflow_findings),
 )}
 
 # the digits story is not in the table: one fixed seed, a loss multiplied by 2^-18 (a teaching
@@ -154,8 +169,6 @@ def findings(result: ExperimentResult) -> list[str]:
 
 def warm_up(name: str) -> float:
     """Run experiment ``name`` at 2 steps (compiling every kernel it uses); returns seconds."""
-    import time
-
     start = time.perf_counter()
     entry = experiment(name)
     entry.run(entry.config_for(steps=2))
