@@ -9,6 +9,7 @@ imported only when a function runs. ``compare_figure`` is the picture ``fpsim co
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -301,9 +302,11 @@ def experiment_draw(seeded: Any) -> Any:
             f" (gap {c.verdict.gap_mean:+.4f}, 95% [{c.verdict.gap_ci95[0]:+.4f}, "
             f"{c.verdict.gap_ci95[1]:+.4f}])")
         for c in seeded.claims())
-    fig.suptitle(f"{experiments.experiment(seeded.name).title}\n{verdicts}\n"
-                 f"{seeded.config.with_(seed=seeded.seeds[0]).describe()} (seeds "
-                 f"{', '.join(map(str, seeded.seeds))})", fontsize="small")
+    lines = [experiments.experiment(seeded.name).title, verdicts,
+             f"{seeded.config.with_(seed=seeded.seeds[0]).describe()} (seeds "
+             f"{', '.join(map(str, seeded.seeds))})"]
+    width = 100 * panels  # characters that fit across the figure at this font size
+    fig.suptitle("\n".join(textwrap.fill(line, width) for line in lines), fontsize="small")
     return fig
 
 
