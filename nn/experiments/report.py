@@ -43,7 +43,7 @@ MECHANISM: dict[str, str] = {
 
 def _gap(claim: dict[str, Any]) -> str:
     if claim["gap_mean"] is None:
-        return "-"
+        return "unbounded: the variant diverged" if claim["diverged_seeds"] else "-"
     lo, hi = claim["gap_ci95"] or (None, None)
     interval = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
     return f"{claim['gap_mean']:+.4f}{interval}"
@@ -99,8 +99,10 @@ def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None) 
                   + ", ".join(f"`{m}`" for m in missing) + "."]
     for r in results:
         lines += ["", f"## {r['experiment']}: {r['title']}", "",
-                  f"Technique: {r['technique']}. {r['config']} (seeds "
-                  f"{', '.join(map(str, r['seeds']))}). Reproduce: `fpsim compare "
+                  f"Technique: {r['technique']}. "
+                  + r["config"].replace(f"seed {r['seeds'][0]}",
+                                        f"seeds {', '.join(map(str, r['seeds']))}")
+                  + f". Reproduce: `fpsim compare "
                   f"--experiment {r['experiment']} --seeds {len(r['seeds'])}`.", "",
                   "| run | mean held-out loss | 95% interval | diverged seeds |",
                   "|---|---|---|---|"]
