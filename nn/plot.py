@@ -303,7 +303,7 @@ def experiment_draw(seeded: Any) -> Any:
             f"{c.verdict.gap_ci95[1]:+.4f}])")
         for c in seeded.claims())
     lines = [experiments.experiment(seeded.name).title, verdicts,
-             f"{seeded.config.with_(seed=seeded.seeds[0]).describe()} (seeds "
+             f"{seeded.ran_config.describe()} (seeds "
              f"{', '.join(map(str, seeded.seeds))})"]
     width = 100 * panels  # characters that fit across the figure at this font size
     fig.suptitle("\n".join(textwrap.fill(line, width) for line in lines), fontsize="small")

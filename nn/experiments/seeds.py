@@ -169,6 +169,13 @@ class SeededResult:
         return found
 
     @property
+    def ran_config(self) -> Any:
+        """The configuration the first seed ran with, as the experiment set it (one may set
+        its own learning rate)."""
+        first = self.first
+        return first.config if first is not None else self.config.with_(seed=self.seeds[0])
+
+    @property
     def first(self) -> ExperimentResult | None:
         return next((r.result for r in self.runs if r.result is not None), None)
 
@@ -179,7 +186,7 @@ class SeededResult:
         return {
             "experiment": self.name, "title": entry.title, "technique": entry.technique,
             "seeds": self.seeds, "steps": self.config.steps,
-            "config": self.config.with_(seed=self.seeds[0]).describe(),
+            "config": self.ran_config.describe(),
             "blas_threads": threads.pop() if len(threads) == 1 else sorted(threads),
             "processes": self.processes,
             "claims": [c.numbers() for c in self.claims()],
