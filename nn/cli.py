@@ -286,8 +286,7 @@ def _command(args: argparse.Namespace, name: str | None, seed_list: list[int]) -
     return " ".join(words)
 
 
-def _compare_experiment(args: argparse.Namespace, name: str, out: Path,
-                        png: Path) -> dict[str, object]:
+def _compare_experiment(args: argparse.Namespace, name: str, png: Path) -> dict[str, object]:
     from nn import plot
 
     entry = ex.experiment(name)
@@ -401,7 +400,7 @@ def compare(args: argparse.Namespace) -> int:
             found[name] = kept[name]
             continue
         png = out / (f"{name}.png" if args.all else "compare.png")
-        found[name] = _compare_experiment(args, name, out, png)
+        found[name] = _compare_experiment(args, name, png)
         if args.json:  # written after each experiment: a long --all keeps what finished
             done = [found.get(n, kept.get(n)) for n in names if n in found or n in kept]
             _write_json(Path(args.json), done if args.all else found[name])
@@ -440,8 +439,9 @@ def _write_json(path: Path, numbers: object) -> None:
 COMMANDS = [
     Command("train", "train an MLP on the digits data under a precision policy",
             add_train_arguments, train),
-    Command("compare", "one mixed-precision experiment (a small transformer language model on "
-            "Python's docs, a small CNN, or the digits story): the same model trained a few "
-            "ways; one table and one PNG",
+    Command("compare", "mixed-precision experiments (a small transformer language model on "
+            "Python's docs, a small CNN, an fp8 MLP, or the digits story): the same model "
+            "trained a few ways from several seeds; per claim a gap with its 95% interval and "
+            "a verdict, one PNG; --what-if replays steps under each alternative",
             add_compare_arguments, compare),
 ]
