@@ -8,15 +8,19 @@ pictures in ``nn.plot``; this module only declares options, checks them and prin
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import nn
 from fpsim.cli import Command, check_writable, positive_int
 from nn import experiments as ex
+from nn.experiments import replay, seeds
 from nn.losses import SparseCategoricalCrossentropy
 
 
@@ -103,7 +107,33 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", choices=ex.experiment_names(),
                         default=ex.DEFAULT_EXPERIMENT,
                         help="which story: " + "; ".join(
-                            f"{k}: {v}" for k, v in ex.EXPERIMENT_TITLES.items()))
+                            f"{e.name}: {e.title}" for e in ex.EXPERIMENTS.values())
+                        + f"; {ex.DIGITS}: {ex.table.DIGITS_TITLE}")
+    parser.add_argument("--list", action="store_true",
+                        help="print one line per experiment (its technique and claims) and stop")
+    parser.add_argument("--all", action="store_true",
+                        help="every experiment of the table in turn (not digits)")
+    parser.add_argument("--seeds", type=_seeds_arg, default=None, metavar="K|LIST",
+                        help="a count K (seeds 0 to K-1) or a list such as 100,101,102: every "
+                             "variant is trained from each seed (initial weights and batch "
+                             f"order); None: {ex.LOSS_CLAIM_SEEDS} for an experiment with a "
+                             "loss claim")
+    parser.add_argument("--json", default=None, metavar="PATH",
+                        help="write the seeds' numbers, intervals and verdicts there (a list "
+                             "of objects with --all)")
+    parser.add_argument("--what-if", action="store_true",
+                        help="replay steps of one float32 trajectory of the language model "
+                             "(the experiment's configuration when it is one) under each "
+                             "alternative and measure its gradients and update per layer")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --all and --json: keep the experiments PATH already holds "
+                             "for the same seeds and steps, and run only the others")
+    parser.add_argument("--processes", type=positive_int, default=None, metavar="N",
+                        help="seeds trained at once, one process each; None: one per core")
+    parser.add_argument("--blas-threads", type=_threads_arg, default=seeds.BLAS_THREADS,
+                        metavar="N",
+                        help="BLAS threads per process (threadpoolctl; 0: as the environment "
+                             "sets them, e.g. OPENBLAS_NUM_THREADS)")
     parser.add_argument("--out", default=".", metavar="DIR",
                         help="directory for compare.png (created if missing)")
     parser.add_argument("--epochs", type=positive_int, default=None,
@@ -112,13 +142,31 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=positive_int, default=None,
                         help=f"the experiments (not digits): training steps per run; None: "
                              f"{ex.DEFAULT.steps} (" + ", ".join(
-                                 f"{name} {ex.default_config(name).steps}"
-                                 for name in ex.EXPERIMENTS
-                                 if ex.default_config(name).steps != ex.DEFAULT.steps)
+                                 f"{e.name} {e.config.steps}"
+                                 for e in ex.EXPERIMENTS.values()
+                                 if e.config.steps != ex.DEFAULT.steps)
                              + f"; {ex.QUICK_STEPS} with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
                              "steps)")
+
+
+def _threads_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (as the environment sets them) or a "
+                                         f"positive thread count, got {text.strip()!r}")
+    return value
+
+
+def _seeds_arg(text: str) -> list[int]:
+    try:
+        return seeds.parse_seeds(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--seeds ")) from None
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -191,46 +239,209 @@ def _compare_digits(args: argparse.Namespace, out: Path) -> None:
     plot.compare_figure(results, out / "compare.png")
 
 
-def _compare_experiment(args: argparse.Namespace, out: Path) -> None:
+def _interval(v: tuple[float, float] | None) -> str:
+    return "-" if v is None else f"[{v[0]:+.4f}, {v[1]:+.4f}]"
+
+
+def seeds_table(seeded: seeds.SeededResult) -> str:
+    """Per run label: the held-out loss's mean over the seeds with its 95% t interval, and
+    each seed's."""
+    header = ("run", "mean held-out loss", "95% interval",
+              *(f"seed {s}" for s in seeded.seeds))
+
+    def num(v: float) -> str:
+        return f"{v:.4f}" if math.isfinite(v) else "nan"
+
+    rows = []
+    for label in seeded.labels:
+        interval = seeded.variant_interval(label)
+        rows.append((label, "-" if interval is None else f"{interval[0]:.4f}",
+                     "-" if interval is None else f"[{interval[1]:.4f}, {interval[2]:.4f}]",
+                     *(num(v) for v in seeded.losses(label))))
+    return _table(header, rows)
+
+
+def claim_lines(seeded: seeds.SeededResult) -> list[str]:
+    """One line per claim: the gap to its reference (mean over the seeds, paired by seed) with
+    its 95% interval, and the verdict."""
+    lines = []
+    for c in seeded.claims():
+        v = c.verdict
+        gap = ("" if v.gap_mean is None else f"gap {v.gap_mean:+.4f}, 95% interval "
+               f"{_interval(v.gap_ci95)} over {len(c.gaps)} seeds (paired); ")
+        lines.append(f"claim: {c.claim.describe()}: {gap}{v.verdict.upper()} ({v.reason})")
+    return lines
+
+
+def _command(args: argparse.Namespace, name: str | None, seed_list: list[int]) -> str:
+    words = ["fpsim", "compare", "--all" if name is None else f"--experiment {name}",
+             f"--seeds {','.join(map(str, seed_list))}" if seed_list != list(
+                 range(len(seed_list))) else f"--seeds {len(seed_list)}"]
+    if args.steps is not None:
+        words.append(f"--steps {args.steps}")
+    if args.quick:
+        words.append("--quick")
+    if args.json:
+        words.append(f"--json {args.json}")
+    return " ".join(words)
+
+
+def _compare_experiment(args: argparse.Namespace, name: str, png: Path) -> dict[str, object]:
     from nn import plot
 
-    config = ex.default_config(args.experiment)
-    steps = args.steps if args.steps is not None else (
-        ex.QUICK_STEPS if args.quick else config.steps)
-    config = config.with_(steps=steps)
-    run = ex.EXPERIMENTS[args.experiment]
-    print(f"experiment {args.experiment}: {ex.EXPERIMENT_TITLES[args.experiment]}")
-    warm = ex.warm_up_experiment(args.experiment)
+    entry = ex.experiment(name)
+    config = entry.config_for(steps=args.steps if args.steps is not None else (
+        ex.QUICK_STEPS if args.quick else None))
+    seed_list = args.seeds if args.seeds is not None else list(range(entry.default_seeds))
+    print(f"experiment {entry.name}: {entry.title}")
+    print(f"technique: {entry.technique}")
+    warm = ex.warm_up_experiment(name)
     print(f"one-time compilation and warm-up (the experiment at 2 steps, not in the times "
           f"below): {warm:.1f} s", flush=True)
-    result = run(config)
-    print(result.config.describe())  # as run: an experiment may set its own learning rate
-    print(f"knob: {result.knob}")
-    print(experiment_table(result))
-    for line in ex.findings(result):
+    seeded = seeds.run_seeds(name, seed_list, config=config, processes=args.processes,
+                             blas_threads=args.blas_threads or None,
+                             progress=lambda line: print(line, flush=True))
+    result = seeded.first
+    assert result is not None
+    print(result.config.describe().replace(f"seed {seed_list[0]}",
+                                           f"seeds {', '.join(map(str, seed_list))}"))
+    print(seeds_table(seeded))
+    for line in claim_lines(seeded):
         print(line)
-    plot.experiment_figure(result, out / "compare.png")
+    print(f"seed {seed_list[0]} in detail; knob: {result.knob}")
+    print(experiment_table(result))
+    for line in entry.findings(result):
+        print(line)
+    plot.experiment_figure(seeded, png)
+    print(f"wrote {png} ({seeded.wall_time:.1f} s for the seeds)", flush=True)
+    return seeded.numbers(_command(args, None if args.all else name, seed_list))
+
+
+def replay_table(found: Any) -> str:
+    """Per alternative, averaged over the replayed steps and every layer: gradient cosine to
+    float32, share of the gradient norm flushed, update error, share of updates swamped."""
+    header = ("alternative", "loss scale", "grad cosine", "norm flushed", "update error",
+              "swamped")
+    rows: list[tuple[str, ...]] = []
+    for name in found.alternatives():
+        scales = sorted({r.scale for r in found.replays if r.alternative == name})
+        rows.append((name, ", ".join(_scale(s) if s != 1 else "1" for s in scales),
+                     f"{found.mean(name, 'cosine'):.6f}",
+                     f"{found.mean(name, 'flushed_norm'):.2%}",
+                     f"{found.mean(name, 'update_error'):.2%}",
+                     f"{found.mean(name, 'swamped'):.2%}"))
+    return _table(header, rows)
+
+
+def _what_if(args: argparse.Namespace) -> None:
+    seeds.limit_blas(args.blas_threads or None)
+    name = args.experiment if args.experiment in ex.EXPERIMENTS else ex.DEFAULT_EXPERIMENT
+    config = ex.experiment(name).config
+    if not isinstance(config, ex.LMConfig):
+        config = ex.DEFAULT
+    if args.steps is not None or args.quick:
+        config = config.with_(steps=args.steps if args.steps is not None else ex.QUICK_STEPS)
+    steps = sorted({0, config.steps // 3, config.steps - 1})
+    print(f"what-if replay along one float32 trajectory: {config.describe()}")
+    print(f"replayed steps {steps}: the same weights, batch and optimizer state under each "
+          "alternative, measured against the float32 replay of the same step")
+    found = replay.replay(config, steps, progress=lambda line: print(line, flush=True))
+    print(replay_table(found))
+    last = [r for r in found.replays if r.step == steps[-1]]
+    for r in last:
+        layer, worst = min(r.layers.items(), key=lambda item: item[1].cosine
+                           if math.isfinite(item[1].cosine) else -math.inf)
+        print(f"{r.alternative}, step {r.step}: lowest gradient cosine in {layer} "
+              f"({worst.cosine:.6f}; {worst.flushed_norm:.2%} of its norm flushed, update "
+              f"error {worst.update_error:.2%}, {worst.swamped:.2%} swamped)")
+    if args.json:
+        numbers = found.numbers()
+        numbers["command"] = " ".join(["fpsim compare --what-if", f"--experiment {name}",
+                                       *([f"--steps {args.steps}"] if args.steps else []),
+                                       f"--json {args.json}"])
+        numbers["date"] = _now()
+        numbers["machine"] = seeds.machine()
+        _write_json(Path(args.json), numbers)
+        print(f"wrote {args.json}")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def compare(args: argparse.Namespace) -> int:
-    """``fpsim compare [--experiment NAME] [--out DIR] [--steps N | --epochs E] [--quick]``:
-    a table on stdout, compare.png in DIR."""
+    """``fpsim compare [--experiment NAME | --all | --list] [--seeds K|LIST] [--json PATH]
+    [--out DIR] [--steps N | --epochs E] [--quick]``: tables and verdicts on stdout, a PNG per
+    experiment in DIR (compare.png; NAME.png with --all)."""
+    if args.list:
+        print("\n".join(ex.table.listing()))
+        return 0
     out = Path(args.out)
     check_writable(out / "compare.png", "--out")
+    if args.json:
+        check_writable(Path(args.json), "--json")
     start = time.perf_counter()
-    if args.experiment == "digits":
+    if args.what_if:
+        _what_if(args)
+        return 0
+    if args.experiment == ex.DIGITS and not args.all:
+        if args.seeds is not None or args.json:
+            raise ValueError("--seeds and --json: the digits story has one fixed seed and no "
+                             "claims; name an experiment of --list")
         _compare_digits(args, out)
-    else:
-        _compare_experiment(args, out)
-    print(f"wrote {out / 'compare.png'} ({time.perf_counter() - start:.1f} s in all)")
+        print(f"wrote {out / 'compare.png'} ({time.perf_counter() - start:.1f} s in all)")
+        return 0
+    names = list(ex.EXPERIMENTS) if args.all else [args.experiment]
+    kept = _finished(args) if args.resume else {}
+    found: dict[str, object] = {}
+    for name in names:
+        if name in kept:
+            print(f"experiment {name}: kept from {args.json} (same seeds and steps)")
+            found[name] = kept[name]
+            continue
+        png = out / (f"{name}.png" if args.all else "compare.png")
+        found[name] = _compare_experiment(args, name, png)
+        if args.json:  # written after each experiment: a long --all keeps what finished
+            done = [found.get(n, kept.get(n)) for n in names if n in found or n in kept]
+            _write_json(Path(args.json), done if args.all else found[name])
+    if args.json:
+        print(f"wrote {args.json}")
+    print(f"{time.perf_counter() - start:.1f} s in all")
     return 0
+
+
+def _finished(args: argparse.Namespace) -> dict[str, object]:
+    """``--resume``: the experiments ``--json``'s file already holds with the seeds and steps
+    this command would use."""
+    if not (args.all and args.json):
+        raise ValueError("--resume goes with --all and --json PATH")
+    path = Path(args.json)
+    if not path.exists():
+        return {}
+    kept = {}
+    for r in json.loads(path.read_text()):
+        entry = ex.EXPERIMENTS.get(r.get("experiment"))
+        if entry is None:
+            continue
+        seed_list = args.seeds if args.seeds is not None else list(range(entry.default_seeds))
+        steps = args.steps if args.steps is not None else (
+            ex.QUICK_STEPS if args.quick else entry.config.steps)
+        if r.get("seeds") == seed_list and r.get("steps") == steps:
+            kept[entry.name] = r
+    return kept
+
+
+def _write_json(path: Path, numbers: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(numbers, indent=1, allow_nan=False) + "\n")
 
 
 COMMANDS = [
     Command("train", "train an MLP on the digits data under a precision policy",
             add_train_arguments, train),
-    Command("compare", "one mixed-precision experiment (a small transformer language model on "
-            "Python's docs, a small CNN, or the digits story): the same model trained a few "
-            "ways; one table and one PNG",
+    Command("compare", "mixed-precision experiments (a small transformer language model on "
+            "Python's docs, a small CNN, an fp8 MLP, or the digits story): the same model "
+            "trained a few ways from several seeds; per claim a gap with its 95% interval and "
+            "a verdict, one PNG; --what-if replays steps under each alternative",
             add_compare_arguments, compare),
 ]

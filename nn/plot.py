@@ -9,6 +9,7 @@ imported only when a function runs. ``compare_figure`` is the picture ``fpsim co
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -186,58 +187,136 @@ def step_loss_curves(histories: dict[str, History], *, window: int = 10, ax: Any
     return ax
 
 
-def experiment_figure(result: Any, path: str | Path) -> Path:
-    """The ``fpsim compare --experiment NAME`` PNG for a language-model experiment: the loss
-    curves of every run, and against fp16's range: Adam's second moments (adam-state), else
-    the float32 run's true activation gradients, else those of the first run that flushed
-    some."""
+def seed_loss_curves(seeded: Any, *, window: int = 10, ax: Any = None) -> Any:
+    """Every seed's training loss step by step (a moving mean over ``window`` steps), one
+    colour per run label, thin lines per seed and a thick line for their mean where every seed
+    is finite. A run whose loss stopped being finite is marked with an x where it did, and the
+    legend says from which step and from how many seeds."""
+    ax = _axes(ax)
+    for i, label in enumerate(seeded.labels):
+        colour = f"C{i}"
+        curves = []
+        nan_steps = []
+        for run in seeded.runs:
+            loss = np.asarray(run.step_loss[label], dtype=np.float64)
+            w = max(1, min(window, len(loss)))
+            with np.errstate(invalid="ignore"):
+                smooth = np.convolve(loss, np.ones(w) / w, mode="valid")
+            steps = np.arange(w - 1, len(loss))
+            ax.plot(steps, smooth, color=colour, linewidth=0.6, alpha=0.45)
+            curves.append(smooth)
+            k = run.nan_step[label]
+            if k is not None:  # marked at the last finite loss before it
+                nan_steps.append(k)
+                ax.plot([k], [loss[k - 1] if k > 0 else np.nan], "x", color=colour,
+                        markersize=9, markeredgewidth=2)
+        stack = np.array(curves)
+        finite = np.all(np.isfinite(stack), axis=0)
+        mean = np.where(finite, stack.mean(axis=0) if finite.any() else np.nan, np.nan)
+        text = label
+        if nan_steps:
+            first = min(nan_steps)
+            text += (f" (loss not finite from step {first}: {len(nan_steps)} of "
+                     f"{len(seeded.runs)} seeds)")
+            ax.axvline(first, color=colour, linestyle=":", linewidth=1)
+        ax.plot(steps, mean, color=colour, linewidth=2.2, label=text)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"training loss (mean of {window} steps)")
+    ax.set_title(f"loss curves, {len(seeded.runs)} seeds (thin: each seed; thick: their mean)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def _detail_panel(result: Any) -> Any:
+    """The second panel of an experiment's picture, as a function of the axes, or None when
+    the experiment has nothing to show there (then it is not drawn)."""
+    import fpsim.plot
+
+    shown = next((r for r in result.runs if r.activation_underflow > 0), result.runs[0])
+    exact = next((r for r in result.runs if r.policy == "float32"), None)
+    if "second_moments" in result.extra:  # the Adam-state experiment: v against fp16
+        def draw(ax: Any) -> None:
+            fpsim.plot.exponent_histogram(result.extra["second_moments"], "fp16", ax=ax)
+            share = ax.get_title().split(": ", 1)[-1]
+            ax.set_title("Adam's second moments v after one step (fp32 slots) against fp16's "
+                         f"range\n(in fp16: {share})", fontsize="medium")
+        return draw
+    if "squared_deviations" in result.extra:  # experiment 3: what the statistics hold
+        def draw(ax: Any) -> None:
+            fpsim.plot.exponent_histogram(result.extra["squared_deviations"], "fp16", ax=ax)
+            share = ax.get_title().split(": ", 1)[-1]
+            ax.set_title(f"{result.runs[0].label}, trained: (x - mean)^2 at the first "
+                         f"BatchNormalization's input\nagainst fp16's range (in fp16: "
+                         f"{share})", fontsize="medium")
+        return draw
+    if "running_sums" in result.extra:  # experiment 4: one kernel-gradient sum, replayed
+        def draw(ax: Any) -> None:
+            fp16, exact_sum = result.extra["running_sums"]
+            ax.plot(exact_sum, label="exact", lw=1)
+            ax.plot(fp16, label="fp16 accumulator", lw=1)
+            ax.set_xlabel("additions (image x pixel)")
+            ax.set_title("the first convolution's kernel gradient, the element furthest from "
+                         "exact:\nits running sum in fp16 against exact", fontsize="medium")
+            ax.legend(fontsize="small")
+        return draw
+    if exact is not None and exact.history.exponent_counts["activation"].any():
+        def draw(ax: Any) -> None:
+            gradient_exponents(exact.history, "fp16", ax=ax)
+            share = ax.get_title().split(": ", 1)[-1]
+            ax.set_title("float32 run: the true activation gradients against fp16's range\n"
+                         f"(in fp16: {share})\n{shown.label}: "
+                         f"{shown.activation_underflow:.1%} flushed to 0 while rounding",
+                         fontsize="medium")
+        return draw
+    if shown.history.exponent_counts["activation"].any():
+        def draw(ax: Any) -> None:
+            gradient_exponents(shown.history, "fp16", ax=ax)
+            ax.set_title(f"{shown.label}: activation gradients as stored\n"
+                         f"({shown.activation_underflow:.1%} flushed to 0 while rounding)",
+                         fontsize="medium")
+        return draw
+    return None
+
+
+def experiment_draw(seeded: Any) -> Any:
+    """The ``fpsim compare --experiment NAME`` PNG: every seed's loss curves (with their mean,
+    and an x where a run's loss stopped being finite) and, when the experiment has one, a
+    panel of the first seed's run against fp16's range: Adam's second moments (adam-state),
+    the statistics' squares (statistics), a replayed fp16 sum (accumulation), else the float32
+    run's true activation gradients. The title carries each claim's verdict. Returns the
+    figure (``experiment_figure`` saves it)."""
+    import matplotlib.pyplot as plt
+
+    result = seeded.first
+    detail = None if result is None else _detail_panel(result)
+    panels = 1 if detail is None else 2
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels + 0.5, 5.2), layout="constrained",
+                             squeeze=False)
+    seed_loss_curves(seeded, ax=axes[0, 0])
+    if detail is not None:
+        detail(axes[0, 1])
+    verdicts = "; ".join(
+        f"{c.claim.name}: {c.verdict.verdict}" + (
+            "" if c.verdict.gap_ci95 is None else
+            f" (gap {c.verdict.gap_mean:+.4f}, 95% [{c.verdict.gap_ci95[0]:+.4f}, "
+            f"{c.verdict.gap_ci95[1]:+.4f}])")
+        for c in seeded.claims())
+    lines = [experiments.experiment(seeded.name).title, verdicts,
+             f"{seeded.ran_config.describe()} (seeds "
+             f"{', '.join(map(str, seeded.seeds))})"]
+    width = 100 * panels  # characters that fit across the figure at this font size
+    fig.suptitle("\n".join(textwrap.fill(line, width) for line in lines), fontsize="small")
+    return fig
+
+
+def experiment_figure(seeded: Any, path: str | Path) -> Path:
+    """``experiment_draw(seeded)`` saved as a PNG at ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
-    step_loss_curves({r.label: r.history for r in result.runs}, ax=axes[0])
-    shown = next((r for r in result.runs if r.activation_underflow > 0), result.runs[0])
-    exact = next((r for r in result.runs if r.policy == "float32"), None)
-    if "second_moments" in result.extra:  # the Adam-state experiment: v against fp16
-        import fpsim.plot
-
-        ax = fpsim.plot.exponent_histogram(result.extra["second_moments"], "fp16", ax=axes[1])
-        share = ax.get_title().split(": ", 1)[-1]
-        ax.set_title("Adam's second moments v after one step (fp32 slots) against fp16's "
-                     f"range\n(in fp16: {share})", fontsize="medium")
-    elif "squared_deviations" in result.extra:  # experiment 3: what the statistics hold
-        import fpsim.plot
-
-        ax = fpsim.plot.exponent_histogram(result.extra["squared_deviations"], "fp16",
-                                           ax=axes[1])
-        share = ax.get_title().split(": ", 1)[-1]
-        ax.set_title(f"{result.runs[0].label}, trained: (x - mean)^2 at the first "
-                     f"BatchNormalization's input\nagainst fp16's range (in fp16: {share})",
-                     fontsize="medium")
-    elif "running_sums" in result.extra:  # experiment 4: one kernel-gradient sum, replayed
-        fp16, exact_sum = result.extra["running_sums"]
-        axes[1].plot(exact_sum, label="exact", lw=1)
-        axes[1].plot(fp16, label="fp16 accumulator", lw=1)
-        axes[1].set_xlabel("additions (image x pixel)")
-        axes[1].set_title("the first convolution's kernel gradient, the element furthest from "
-                          "exact:\nits running sum in fp16 against exact", fontsize="medium")
-        axes[1].legend(fontsize="small")
-    elif exact is not None and exact.history.exponent_counts["activation"].any():
-        ax = gradient_exponents(exact.history, "fp16", ax=axes[1])
-        share = ax.get_title().split(": ", 1)[-1]
-        ax.set_title("float32 run: the true activation gradients against fp16's range\n"
-                     f"(in fp16: {share})\n{shown.label}: {shown.activation_underflow:.1%} "
-                     "flushed to 0 while rounding", fontsize="medium")
-    elif shown.history.exponent_counts["activation"].any():
-        ax = gradient_exponents(shown.history, "fp16", ax=axes[1])
-        ax.set_title(f"{shown.label}: activation gradients as stored\n"
-                     f"({shown.activation_underflow:.1%} flushed to 0 while rounding)",
-                     fontsize="medium")
-    else:
-        axes[1].set_axis_off()
-    fig.suptitle(f"{result.title}\n{result.config.describe()}", fontsize="medium")
+    fig = experiment_draw(seeded)
     path = Path(path)
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -6,14 +6,16 @@ return the measured numbers (dataclasses; nothing is printed here).
   ``import nn.experiments as ex; ex.run_compare()`` works as before.
 - ``lm``: the small transformer language model on Python's own documentation, and one
   measured run of it.
-- ``stories``: experiments 1-6 and their registry (``EXPERIMENTS``: the names of
-  ``fpsim compare --experiment``). Experiments 1, 5 and 6 (underflow from averaging, Adam's
-  state in fp16, bf16 against fp16) run on the language model; 2, 3 and 4 run on ``cnn``'s
-  small CNN fed 0-255 pixels: ``master_weights`` (``masters``), ``fp32_statistics``
-  (``statistics``) and ``fp32_accumulation`` (``accumulation``), each with a language-model
-  version named ``..._lm`` (``master-weights-lm``, ``statistics-lm``, ``accumulation-lm``).
+- ``table``: every experiment in one table (``EXPERIMENTS``: name -> ``Experiment``, with
+  its technique, default configuration and claims). Experiments 1, 5 and 6 (underflow from
+  averaging, Adam's state in fp16, bf16 against fp16) run on the language model (``stories``);
+  2, 3 and 4 run on ``cnn``'s small CNN fed 0-255 pixels: ``master_weights`` (``masters``),
+  ``fp32_statistics`` (``statistics``) and ``fp32_accumulation`` (``accumulation``), each with
+  a language-model version named ``..._lm``.
+- ``seeds``: an experiment trained from several seeds, its intervals and verdicts.
 """
 
+from nn.experiments.accumulation import fp32_accumulation
 from nn.experiments.cnn import CNNConfig, build_cnn, train_cnn
 from nn.experiments.digits import (
     BATCH_SIZE,
@@ -46,38 +48,38 @@ from nn.experiments.digits import (
 from nn.experiments.lm import LMConfig, LMRun, build_lm, train_lm
 from nn.experiments.masters import master_weights
 from nn.experiments.result import ExperimentResult
+from nn.experiments.statistics import fp32_statistics
 from nn.experiments.stories import (
     DEFAULT,
-    EXPERIMENTS,
-    QUICK_STEPS,
-    TITLES,
     adam_state,
     bf16_vs_fp16,
-    default_config,
-    findings,
-    fp32_accumulation,
     fp32_accumulation_lm,
-    fp32_statistics,
     fp32_statistics_lm,
     master_weights_lm,
     underflow_from_averaging,
     underflow_with_sgd,
 )
-from nn.experiments.stories import warm_up as warm_up_experiment
+from nn.experiments.table import (
+    DIGITS,
+    EXPERIMENTS,
+    LOSS_CLAIM_SEEDS,
+    QUICK_STEPS,
+    Claim,
+    Experiment,
+    default_config,
+    experiment,
+    experiment_names,
+    findings,
+)
+from nn.experiments.table import warm_up as warm_up_experiment
 
 # ``fpsim compare``'s story when none is named (see the README for why this one)
 DEFAULT_EXPERIMENT = "adam-state"
-EXPERIMENT_TITLES: dict[str, str] = {
-    **TITLES, "digits": "the 8x8 digits MLP (loss x 2^-18, a teaching device)"}
-
-
-def experiment_names() -> list[str]:
-    """The names ``fpsim compare --experiment`` takes: the experiments and "digits"."""
-    return [*EXPERIMENTS, "digits"]
 
 
 __all__ = [
-    "DEFAULT", "DEFAULT_EXPERIMENT", "EXPERIMENTS", "EXPERIMENT_TITLES", "QUICK_STEPS",
+    "DEFAULT", "DEFAULT_EXPERIMENT", "DIGITS", "EXPERIMENTS", "LOSS_CLAIM_SEEDS", "QUICK_STEPS",
+    "Claim", "Experiment", "experiment",
     "CNNConfig", "ExperimentResult", "LMConfig", "LMRun", "adam_state", "bf16_vs_fp16",
     "build_cnn", "build_lm", "master_weights", "master_weights_lm", "fp32_accumulation_lm",
     "fp32_statistics_lm",

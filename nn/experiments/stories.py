@@ -19,21 +19,14 @@ assert. ``knob`` says which real setting produced the effect at this size.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import fpsim
 import nn
-from nn.experiments.accumulation import ACCUMULATION_DEFAULT, fp32_accumulation
-from nn.experiments.accumulation import findings as accumulation_findings
 from nn.experiments.lm import LMConfig, LMRun, build_lm, data_for, train_lm
-from nn.experiments.masters import MASTER_DEFAULT, master_weights
-from nn.experiments.masters import findings as master_findings
-from nn.experiments.result import LOSS_EFFECT, ExperimentResult
-from nn.experiments.statistics import CNN_DEFAULT, fp32_statistics
-from nn.experiments.statistics import findings as statistics_findings
+from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics_lm import (  # noqa: F401  (their former home: re-exported)
     FP16_SQUARE_LIMIT,
     findings_lm,
@@ -44,6 +37,8 @@ from nn.experiments.statistics_lm import (  # noqa: F401  (their former home: re
 )
 
 DEFAULT = LMConfig()
+
+
 def _opt(config: LMConfig, **kwargs: Any) -> Any:
     return config.make_optimizer(**kwargs)
 
@@ -205,7 +200,8 @@ def adam_state(config: LMConfig = DEFAULT, epsilon: float = 1e-8) -> ExperimentR
 
 
 def first_step_second_moments(config: LMConfig, epsilon: float) -> dict[str, Any]:
-    """One step of Adam from the same start with fp16 and with fp32 slots. Returns, for the
+    """One step of Adam from the same start with fp16 and with fp32 slots (the first step the
+    dynamic loss scale does not skip). Returns, for the
     fp16 slots, the share of elements whose v is 0 while m is not (``v_flushed``) and the
     share of weights that became non-finite (``nonfinite_weights``); and the fp32 slots'
     second moments themselves (``second_moments``, an array), whose exponents show how many
@@ -216,9 +212,13 @@ def first_step_second_moments(config: LMConfig, epsilon: float) -> dict[str, Any
         model = build_lm(config, "mixed_float16")
         opt = nn.Adam(ADAM_LEARNING_RATE, epsilon=epsilon, slot_dtype=slot_dtype)
         model.compile(opt, nn.losses.SparseCategoricalCrossentropy(from_logits=True))
-        model.fit(x[:config.batch_size], y[:config.batch_size], batch_size=config.batch_size,
-                  epochs=1, shuffle=False, verbose=0, telemetry=False, loss_scale="dynamic")
         variables = model.trainable_variables
+        b = config.batch_size
+        for k in range(len(x) // b):  # until a step is taken (the scaler skips an inf one)
+            model.fit(x[k * b:(k + 1) * b], y[k * b:(k + 1) * b], batch_size=b, epochs=1,
+                      shuffle=False, verbose=0, telemetry=False, loss_scale="dynamic")
+            if _has_slots(opt, variables[0]):
+                break
         ms = np.concatenate([opt.get_slot(v, "momentum").ravel() for v in variables])
         vs = np.concatenate([opt.get_slot(v, "velocity").ravel() for v in variables])
         if slot_dtype is None:
@@ -229,6 +229,14 @@ def first_step_second_moments(config: LMConfig, epsilon: float) -> dict[str, Any
         found["v_flushed"] = int(np.count_nonzero((vs == 0) & (ms != 0))) / max(live, 1)
         found["nonfinite_weights"] = bad / max(sum(v.size for v in variables), 1)
     return found
+
+
+def _has_slots(optimizer: Any, variable: Any) -> bool:
+    try:
+        optimizer.get_slot(variable, "momentum")
+    except KeyError:
+        return False
+    return True
 
 
 # --- 6 ----------------------------------------------------------------------------------------
@@ -268,117 +276,52 @@ def forward_errors(reference: Any, config: LMConfig) -> dict[str, float]:
     return errors
 
 
-EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
-    "underflow": underflow_from_averaging,
-    "underflow-sgd": underflow_with_sgd,
-    "master-weights": master_weights,
-    "master-weights-lm": master_weights_lm,
-    "statistics": fp32_statistics,
-    "statistics-lm": fp32_statistics_lm,
-    "accumulation": fp32_accumulation,
-    "accumulation-lm": fp32_accumulation_lm,
-    "adam-state": adam_state,
-    "bf16": bf16_vs_fp16,
-}
-
-TITLES: dict[str, str] = {
-    "underflow": "underflow from averaging (unscaled mixed_float16 vs float32 vs dynamic "
-                 "loss scaling)",
-    "underflow-sgd": "underflow from averaging, trained with SGD + momentum (300 steps)",
-    "master-weights": "fp32 master weights vs pure float16 weights (a CNN, Adam lr 3e-4)",
-    "master-weights-lm": "fp32 master weights vs pure float16 weights (the LM, Adam lr 1e-4)",
-    "statistics": "BatchNormalization statistics in fp32 vs fp16 (a CNN fed 0-255 pixels)",
-    "statistics-lm": "attention softmax and LayerNorm statistics in fp32 vs fp16 (the LM)",
-    "accumulation": "fp32 vs fp16 accumulation in the convolutions (a CNN, batch 256: "
-                    "16384-term kernel gradients)",
-    "accumulation-lm": "fp32 vs fp16 accumulation in the logits layer's matmuls (the LM)",
-    "adam-state": "Adam with fp16 slots (epsilon 1e-8 -> 0, v underflows) vs fp32 slots",
-    "bf16": "mixed_bfloat16 (no scaling) vs mixed_float16 (dynamic scaling): the price in "
-            "precision",
-}
-QUICK_STEPS = 40
+def underflow_findings(r: ExperimentResult) -> list[str]:
+    """What ``underflow_from_averaging``'s (and ``underflow_with_sgd``'s) numbers say."""
+    bad = r.run("mixed_float16, no scaling")
+    return [
+        f"unscaled mixed_float16: {bad.activation_underflow:.1%} of activation gradients "
+        f"flushed to 0 and {bad.activation_subnormal:.1%} subnormal (a few bits left); "
+        f"held-out loss {r.gap(bad.label):+.3f} nats/char vs float32",
+        f"dynamic loss scaling: {r.gap('mixed_float16 + dynamic'):+.3f} vs float32"]
 
 
-def default_config(name: str) -> Any:
-    """The configuration experiment ``name`` runs with by default: ``DEFAULT`` (an LMConfig),
-    ``SGD_CONFIG`` for "underflow-sgd", the CNN's ``CNN_DEFAULT`` for "statistics" and
-    ``ACCUMULATION_DEFAULT`` (batch 256) for "accumulation", ``MASTER_DEFAULT`` (Adam lr
-    3e-4) for "master-weights"."""
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; known: {sorted(EXPERIMENTS)}")
-    return {"underflow-sgd": SGD_CONFIG, "statistics": CNN_DEFAULT,
-            "accumulation": ACCUMULATION_DEFAULT,
-            "master-weights": MASTER_DEFAULT}.get(name, DEFAULT)
+def master_weights_lm_findings(r: ExperimentResult) -> list[str]:
+    """What ``master_weights_lm``'s numbers say."""
+    shares = r.extra["swamped_share"]
+    return [*(f"{label}: {share:.1%} of weight updates swamped (lost below half an ulp)"
+              for label, share in shares.items()),
+            f"pure float16: held-out loss {r.gap(r.runs[1].label, r.runs[0].label):+.3f}"
+            " vs fp32 masters"]
 
 
-def warm_up(name: str) -> float:
-    """Run experiment ``name`` at 2 steps (compiling every kernel it uses); returns seconds."""
-    import time
+def accumulation_lm_findings(r: ExperimentResult) -> list[str]:
+    """What ``fp32_accumulation_lm``'s numbers say."""
+    return [
+        f"first batch, logits kernel gradient over {r.config.positions} positions in an "
+        f"fp16 accumulator: {r.extra['swamped_additions']:.1%} of additions swamped, "
+        f"relative error {r.extra['relative_error']:.2%}",
+        f"fp16 accumulation: held-out loss {r.gap(r.runs[1].label, r.runs[0].label):+.3f} "
+        "vs fp32"]
 
-    start = time.perf_counter()
-    EXPERIMENTS[name](default_config(name).with_(steps=2))
-    return time.perf_counter() - start
+
+def adam_state_findings(r: ExperimentResult) -> list[str]:
+    """What ``adam_state``'s numbers say."""
+    bad = r.runs[1]
+    return [
+        f"after one step with fp16 slots: {r.extra['v_flushed']:.1%} of second moments "
+        f"are 0 while the first moment is not, {r.extra['nonfinite_weights']:.1%} of "
+        "weights non-finite (epsilon 1e-8 is 0 in fp16)",
+        f"fp16 slots: first non-finite loss at step {bad.nan_step}"]
 
 
-def findings(result: ExperimentResult) -> list[str]:
-    """What the numbers of ``result`` say, one sentence per line (for the CLI and notebooks)."""
-    r, lines = result, []
-    if r.name in ("underflow", "underflow-sgd"):
-        bad = r.run("mixed_float16, no scaling")
-        lines += [
-            f"unscaled mixed_float16: {bad.activation_underflow:.1%} of activation gradients "
-            f"flushed to 0 and {bad.activation_subnormal:.1%} subnormal (a few bits left); "
-            f"held-out loss {r.gap(bad.label):+.3f} nats/char vs float32",
-            f"dynamic loss scaling: {r.gap('mixed_float16 + dynamic'):+.3f} vs float32"]
-    elif r.name == "master-weights":
-        lines += master_findings(r)
-    elif r.name == "master-weights-lm":
-        shares = r.extra["swamped_share"]
-        lines += [f"{label}: {share:.1%} of weight updates swamped (lost below half an ulp)"
-                  for label, share in shares.items()]
-        lines.append(f"pure float16: held-out loss {r.gap(r.runs[1].label, r.runs[0].label):+.3f}"
-                     " vs fp32 masters")
-    elif r.name == "statistics":
-        lines += statistics_findings(r)
-    elif r.name == "statistics-lm":
-        lines += findings_lm(r)
-    elif r.name == "accumulation":
-        lines += accumulation_findings(r)
-    elif r.name == "accumulation-lm":
-        lines += [
-            f"first batch, logits kernel gradient over {r.config.positions} positions in an "
-            f"fp16 accumulator: {r.extra['swamped_additions']:.1%} of additions swamped, "
-            f"relative error {r.extra['relative_error']:.2%}",
-            f"fp16 accumulation: held-out loss {r.gap(r.runs[1].label, r.runs[0].label):+.3f} "
-            "vs fp32"]
-    elif r.name == "adam-state":
-        bad = r.runs[1]
-        lines += [
-            f"after one step with fp16 slots: {r.extra['v_flushed']:.1%} of second moments "
-            f"are 0 while the first moment is not, {r.extra['nonfinite_weights']:.1%} of "
-            "weights non-finite (epsilon 1e-8 is 0 in fp16)",
-            f"fp16 slots: first non-finite loss at step {bad.nan_step}"]
-    elif r.name == "bf16":
-        lines += [
-            f"mixed_bfloat16: {r.run('mixed_bfloat16').activation_underflow:.1%} of activation "
-            f"gradients flushed, no loss scale; held-out loss {r.gap('mixed_bfloat16'):+.4f} "
-            "vs float32",
-            f"mixed_float16 + dynamic: {r.gap('mixed_float16 + dynamic'):+.4f} vs float32",
-            f"the float32 run's weights on held-out text: logits off by "
-            f"{r.extra['logit_error_bf16']:.2%} under mixed_bfloat16, "
-            f"{r.extra['logit_error_fp16']:.2%} under mixed_float16 (relative 2-norm)"]
-    else:
-        raise ValueError(f"no findings for experiment {r.name!r}")
-    if not r.loss_effect_shown:
-        label, reference = r.contrast or (r.runs[-1].label, r.runs[0].label)
-        gap = r.gap(label, reference)
-        spread = r.extra.get("spread", {})
-        if abs(gap) < LOSS_EFFECT:
-            lines.append(f"not shown in the loss at this size: {label} is within "
-                         f"{LOSS_EFFECT} nats of {reference} ({gap:+.4f})")
-        else:  # beyond LOSS_EFFECT here, but not from every seed: see loss_effect_shown
-            lines.append(f"not shown in the loss at this size: {label} vs {reference} is "
-                         f"{gap:+.4f} nats here but " + ", ".join(
-                             f"{g:+.4f} from seed {seed}" for seed, g in spread.items())
-                         + f" (not beyond {LOSS_EFFECT} on the same side from every seed)")
-    return lines
+def bf16_findings(r: ExperimentResult) -> list[str]:
+    """What ``bf16_vs_fp16``'s numbers say."""
+    return [
+        f"mixed_bfloat16: {r.run('mixed_bfloat16').activation_underflow:.1%} of activation "
+        f"gradients flushed, no loss scale; held-out loss {r.gap('mixed_bfloat16'):+.4f} "
+        "vs float32",
+        f"mixed_float16 + dynamic: {r.gap('mixed_float16 + dynamic'):+.4f} vs float32",
+        f"the float32 run's weights on held-out text: logits off by "
+        f"{r.extra['logit_error_bf16']:.2%} under mixed_bfloat16, "
+        f"{r.extra['logit_error_fp16']:.2%} under mixed_float16 (relative 2-norm)"]

@@ -153,17 +153,24 @@ def test_compare_prints_the_warm_up_time_on_its_own_line_before_the_table(tmp_pa
 
 def test_compare_experiment_prints_its_knob_table_and_findings_and_writes_the_png(tmp_path,
                                                                                   capsys):
-    assert main(["compare", "--experiment", "adam-state", "--steps", "3", "--out",
-                 str(tmp_path)]) == 0
+    assert main(["compare", "--experiment", "adam-state", "--steps", "3", "--seeds", "2",
+                 "--processes", "1", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("experiment adam-state: ")
-    assert any(ln.startswith("knob: ") for ln in lines)
+    assert lines[1] == "technique: fp32 optimizer state"
+    assert any(ln.startswith("seed 0 in detail; knob: ") for ln in lines)
     warm = [i for i, ln in enumerate(lines) if ln.startswith("one-time compilation")]
     header = [i for i, ln in enumerate(lines) if ln.startswith("run ")]
-    assert len(warm) == 1 and len(header) == 1 and warm[0] < header[0]
+    assert len(warm) == 1 and len(header) == 2 and warm[0] < header[0]
+    assert "mean held-out loss" in lines[header[0]] and "seed 1" in lines[header[0]]
     for column in ("test loss", "gap", "act. grads -> 0", "subnormal", "swamped", "NaN at step"):
-        assert column in lines[header[0]]
-    assert sum(ln.startswith("Adam, fp16 slots") for ln in lines) == 1
+        assert column in lines[header[1]]
+    progress = [ln for ln in lines if ln.startswith("  seed ")]
+    assert len(progress) == 2  # one line per seed as it finishes
+    claims = [ln for ln in lines if ln.startswith("claim: ")]
+    assert claims == ["claim: Adam, fp16 slots ends with a higher held-out loss than Adam, fp32 "
+                      "slots: SHOWN (the variant diverged from all 2 seeds, the reference from "
+                      "none)"]
     assert any("first non-finite loss at step 1" in ln for ln in lines)
     png = tmp_path / "compare.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

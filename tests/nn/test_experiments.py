@@ -83,7 +83,7 @@ def test_adam_with_fp16_slots_diverges_at_once_where_fp32_slots_train():
     assert fp32.nan_step is None and math.isfinite(fp32.test_loss)
     assert fp16.nan_step == 1  # the first update divided by v = eps = 0
     assert result.extra["v_flushed"] > 0.3 and result.extra["nonfinite_weights"] > 0.3
-    assert result.loss_effect_shown
+    assert math.isnan(fp16.test_loss) and math.isfinite(fp32.test_loss)
 
 
 def test_mixed_bfloat16_needs_no_scale_and_nothing_underflows():
@@ -93,9 +93,7 @@ def test_mixed_bfloat16_needs_no_scale_and_nothing_underflows():
     assert abs(result.gap("mixed_bfloat16")) < 0.1
     # the price: bf16's 8 significant bits move the logits more than fp16's 11
     assert result.extra["logit_error_bf16"] > 2 * result.extra["logit_error_fp16"] > 0
-    # and the result says when the held-out loss does not show it
-    assert not result.loss_effect_shown
-    assert ex.findings(result)[-1].startswith("not shown in the loss at this size")
+    assert ex.findings(result)[0].startswith("mixed_bfloat16: 0.0% of activation gradients")
 
 
 def test_lm_fp16_statistics_run_and_report_their_first_nonfinite_step_or_none():
@@ -137,9 +135,46 @@ def test_the_lm_statistics_headroom_replays_the_blocks_exactly():
 
 
 @pytest.mark.parametrize("name", sorted(ex.EXPERIMENTS))
-def test_every_experiment_has_a_title_and_a_default_configuration(name):
-    assert name in ex.EXPERIMENT_TITLES and name in ex.experiment_names()
-    assert ex.default_config(name).steps >= 100
+def test_every_experiment_has_one_table_entry_with_a_technique_claims_and_a_configuration(name):
+    entry = ex.EXPERIMENTS[name]
+    assert entry.name == name and name in ex.experiment_names()
+    assert entry.title and entry.technique and callable(entry.run) and callable(entry.findings)
+    assert ex.default_config(name) is entry.config and entry.config.steps >= 100
+    # every claim compares two runs the experiment makes, and a loss claim gets >= 5 seeds
+    assert entry.claims and entry.default_seeds >= 5
+    for claim in entry.claims:
+        assert claim.variant != claim.reference
+
+
+def test_each_experiment_s_runs_carry_the_labels_its_claims_name():
+    # oracle: the labels of the runs each experiment actually trains (at 1 step, CI size);
+    # a claim naming a run that does not exist could never be tested
+    for entry in ex.EXPERIMENTS.values():
+        config = entry.config.with_(steps=1)
+        if isinstance(config, ex.LMConfig):
+            config = config.with_(sequence_length=16, batch_size=8, embed_dim=8, ff_dim=16)
+        result = entry.run(config)
+        assert result.name == entry.name
+        labels = {r.label for r in result.runs}
+        for claim in entry.claims:
+            assert {claim.variant, claim.reference} <= labels, (entry.name, labels)
+        assert all(isinstance(line, str) for line in ex.findings(result))
+
+
+def test_the_table_refuses_an_unknown_name_listing_the_known_ones():
+    with pytest.raises(ValueError, match="unknown experiment 'fp7'.*underflow"):
+        ex.experiment("fp7")
+
+
+def test_list_prints_one_line_per_experiment_with_its_technique_and_claims(capsys):
+    from fpsim.cli import main
+
+    assert main(["compare", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(ex.EXPERIMENTS) + 1 and lines[-1].startswith("digits: ")
+    for line, entry in zip(lines, ex.EXPERIMENTS.values(), strict=False):
+        assert line.startswith(f"{entry.name}: {entry.technique}; claims: ")
+        assert all(claim.describe() in line for claim in entry.claims)
 
 
 # --- full size: the numbers ``fpsim compare --experiment NAME`` prints (minutes each) ----------
@@ -164,7 +199,7 @@ def test_full_size_pure_float16_swamps_a_large_share_of_updates():
     result = ex.master_weights_lm()
     shares = result.extra["swamped_share"]
     assert shares["float16 (no master)"] > 0.1 > 100 * shares["mixed_float16 (fp32 masters)"]
-    assert result.runs[1].test_loss > result.runs[0].test_loss
+    # whether the loss shows it is a verdict across seeds: docs/results/experiments.json
 
 
 @pytest.mark.slow
@@ -183,11 +218,13 @@ def test_full_size_fp16_accumulation_swamps_the_kernel_gradient_sum():
 
 @pytest.mark.slow
 @full_size
-def test_full_size_with_sgd_unscaled_fp16_trains_worse_and_scaling_recovers():
+def test_full_size_with_sgd_unscaled_fp16_flushes_gradients_that_scaling_keeps():
     result = ex.underflow_with_sgd()
     unscaled = result.run("mixed_float16, no scaling")
-    assert result.gap(unscaled.label) > 0.05 and result.loss_effect_shown
-    assert result.gap("mixed_float16 + dynamic") < 0.02
+    scaled = result.run("mixed_float16 + dynamic")
+    assert unscaled.activation_underflow > 0.01 > scaled.activation_underflow
+    # one run's loss gap is not a verdict (it was -0.149 on one machine and +0.100 on
+    # another): the loss claim's verdict across seeds is in docs/results/experiments.json
 
 
 @pytest.mark.slow
@@ -196,4 +233,4 @@ def test_full_size_lm_fp16_statistics_stay_far_from_overflow_and_the_result_says
     result = ex.fp32_statistics_lm()
     assert result.extra["largest_deviation"] < ex.statistics_lm.FP16_SQUARE_LIMIT / 10
     assert result.extra["first_overflow_site"] is None and result.runs[1].nan_step is None
-    assert not result.loss_effect_shown and "none found at this size" in result.knob
+    assert "none found at this size" in result.knob

@@ -1,11 +1,11 @@
-"""The fp8 experiment (nn.experiments_fp8): plain e4m3fn fails where the recipes train."""
+"""The fp8 experiment (nn.experiments.fp8): plain e4m3fn fails where the recipes train."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nn import experiments_fp8 as exp
+from nn.experiments import fp8 as exp
 
 CI_TOKENS = 6000  # about 20 steps per policy: seconds
 
@@ -45,3 +45,19 @@ def test_plain_e4m3fn_diverges_at_full_size():
     full = exp.run_fp8_experiment(("mixed_bfloat16", "mixed_e4m3fn"), tokens=exp.TOKENS)
     assert full["mixed_e4m3fn"].diverged and not full["mixed_bfloat16"].diverged
     assert np.isfinite(full["mixed_bfloat16"].test_loss)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 7, 117])
+def test_the_table_s_fp8_configuration_gives_exactly_its_steps(steps):
+    (x, _, x_test, _), _ = exp.make_data(exp.Fp8Config(steps=steps).tokens)
+    assert len(x) == steps * exp.BATCH_SIZE and len(x_test) > 0
+
+
+def test_the_fp8_entry_trains_each_policy_from_the_seed_and_plain_e4m3fn_lags():
+    config = exp.Fp8Config(steps=12, policies=("mixed_e4m3fn", "fp8_hybrid_delayed"))
+    a, b = exp.fp8_recipes(config), exp.fp8_recipes(config.with_(seed=1))
+    assert [r.label for r in a.runs] == ["mixed_e4m3fn", "fp8_hybrid_delayed"]
+    assert a.runs[1].test_loss != b.runs[1].test_loss  # the seed draws weights and batches
+    assert exp.fp8_recipes(config).runs[1].test_loss == a.runs[1].test_loss
+    assert a.gap("mixed_e4m3fn", "fp8_hybrid_delayed") > 0.1
+    assert a.runs[0].history.step_loss[0] == pytest.approx(np.log(94), abs=0.2)

@@ -110,3 +110,50 @@ def test_gradient_exponents_over_time_without_telemetry_says_how_to_get_it():
     h.record_epoch(0, {"loss": 1.0})
     with pytest.raises(ValueError, match="telemetry=True"):
         nn.plot.gradient_exponents_over_time(h)
+
+
+# --- the experiment picture: every seed, the verdict in the title, no empty panel -----------
+def _seeded(name, config):
+    from nn.experiments import seeds
+
+    return seeds.run_seeds(name, [0, 1], config=config, processes=1)
+
+
+def test_the_experiment_picture_marks_a_diverged_run_and_carries_the_verdict():
+    import matplotlib.pyplot as plt
+
+    from nn.experiments import LMConfig
+    from nn.plot import experiment_draw
+
+    tiny = LMConfig(sequence_length=16, batch_size=8, embed_dim=8, ff_dim=16, steps=3)
+    seeded = _seeded("adam-state", tiny)
+    fig = experiment_draw(seeded)
+    try:
+        title = fig._suptitle.get_text()
+        assert "Adam, fp16 slots > Adam, fp32 slots: shown" in title and "seeds 0, 1" in title
+        curves = fig.axes[0]
+        legend = [t.get_text() for t in curves.get_legend().get_texts()]
+        assert legend[1] == "Adam, fp16 slots (loss not finite from step 1: 2 of 2 seeds)"
+        # one thin line per seed and run, one mean per run, an x where each seed diverged
+        markers = [ln for ln in curves.get_lines() if ln.get_marker() == "x"]
+        assert len(markers) == 2 and all(ln.get_xdata()[0] == 1 for ln in markers)
+        assert len(fig.axes) == 2  # the second moments against fp16's range
+    finally:
+        plt.close(fig)
+
+
+def test_an_experiment_with_nothing_for_the_second_panel_draws_one_panel():
+    import matplotlib.pyplot as plt
+
+    from nn.experiments import CNNConfig
+    from nn.plot import experiment_draw
+
+    # master-weights trains without gradient telemetry and has no extra array to show
+    small = CNNConfig(filters=(4, 8), batch_size=16, steps=2, optimizer="adam",
+                      learning_rate=3e-4)
+    fig = experiment_draw(_seeded("master-weights", small))
+    try:
+        assert len(fig.axes) == 1
+        assert all(line.get_xydata().size for line in fig.axes[0].get_lines())
+    finally:
+        plt.close(fig)

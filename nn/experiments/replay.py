@@ -1,0 +1,245 @@
+"""What-if replay: a technique's mechanism measured on real training states, without chaos.
+
+Comparing two training runs mixes a technique's effect with chaos (two trajectories drift apart
+whatever the cause). ``replay`` trains one reference trajectory in float32 and, at chosen
+steps, replays that very step (the same weights, the same batch, the same optimizer state)
+under each alternative, measuring its gradients and update against the float32 replay of the
+same step, per layer:
+
+- ``cosine``: cosine similarity of the weight gradients (1: same direction);
+- ``flushed_norm``: the share of the float32 gradient's 2-norm carried by elements that the
+  alternative's gradient holds as 0 (flushed);
+- ``update_error``: relative error (2-norm) of the update the alternative applies to its stored
+  weights against the update float32 applies;
+- ``swamped``: the share of non-zero updates that left the stored weight unchanged (below half
+  an ulp of the weight in its format).
+
+The update of a step is the trajectory's own optimizer formula (Keras's Adam or SGD) from the
+trajectory's optimizer state at that step, applied once to a copy (the state is not changed);
+gradients of a loss-scaled alternative are divided by the scale in float64. An alternative
+whose gradients are not finite at the scale is replayed at half the scale, as a dynamic loss
+scale would skip and halve (``scale`` in the result says which scale it used).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import fpsim
+import nn
+from nn.experiments.lm import LMConfig, build_lm, data_for
+from nn.losses import SparseCategoricalCrossentropy
+
+START_SCALE = 2.0**15  # a dynamic loss scale's start (Keras's and PyTorch's)
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One way to run a step: ``build(config)`` makes its model (weights are then set from
+    the reference), ``scaled`` says whether its loss is scaled, ``masters`` whether its
+    weights are stored in float32 (else in the format the model's variables hold)."""
+
+    name: str
+    build: Callable[[LMConfig], Any]
+    scaled: bool
+    masters: bool = True
+
+
+ALTERNATIVES: dict[str, Alternative] = {a.name: a for a in (
+    Alternative("float32", lambda c: build_lm(c, "float32"), False),
+    Alternative("unscaled fp16", lambda c: build_lm(c, "mixed_float16"), False),
+    Alternative("scaled fp16", lambda c: build_lm(c, "mixed_float16"), True),
+    Alternative("fp16 accumulation (logits)", lambda c: build_lm(
+        c, "mixed_float16", accumulator="float16", accumulate_in=("logits",)), True),
+    Alternative("fp16 statistics", lambda c: build_lm(c, "mixed_float16", stats_dtype="float16"),
+                True),
+    Alternative("fp16 weights, no masters", lambda c: build_lm(c, "float16"), True, False),
+    Alternative("bf16", lambda c: build_lm(c, "mixed_bfloat16"), False),
+    Alternative("fp8 delayed scaling", lambda c: build_lm(c, "fp8_hybrid_delayed"), False),
+)}
+REPLAY_STEPS = (0, 50, 149)  # ours: the first step, one in the middle, the last of 150
+
+
+@dataclass
+class LayerNumbers:
+    cosine: float
+    flushed_norm: float
+    update_error: float
+    swamped: float
+
+
+@dataclass
+class StepReplay:
+    """One alternative at one step: per layer and over all layers (``total``)."""
+
+    alternative: str
+    step: int
+    scale: float
+    layers: dict[str, LayerNumbers]
+    total: LayerNumbers
+
+
+@dataclass
+class Replay:
+    config: LMConfig
+    steps: list[int]
+    replays: list[StepReplay] = field(default_factory=list)
+
+    def mean(self, alternative: str, what: str, layer: str | None = None) -> float:
+        """``what`` (a LayerNumbers field) of ``alternative`` averaged over the steps (over
+        all layers, or one ``layer``)."""
+        values = [getattr(r.total if layer is None else r.layers[layer], what)
+                  for r in self.replays if r.alternative == alternative]
+        return float(np.mean(values))
+
+    def alternatives(self) -> list[str]:
+        return list(dict.fromkeys(r.alternative for r in self.replays))
+
+    def numbers(self) -> dict[str, Any]:
+        """JSON-ready: per alternative, the totals averaged over the steps and per step."""
+        out: dict[str, Any] = {"config": self.config.describe(), "steps": self.steps,
+                               "alternatives": {}}
+        for name in self.alternatives():
+            rows = [r for r in self.replays if r.alternative == name]
+            out["alternatives"][name] = {
+                **{k: round(self.mean(name, k), 6) for k in LayerNumbers.__dataclass_fields__},
+                "scales": [r.scale for r in rows],
+                "per_layer_last_step": {
+                    layer: {k: round(float(getattr(v, k)), 6)
+                            for k in LayerNumbers.__dataclass_fields__}
+                    for layer, v in rows[-1].layers.items()}}
+        return out
+
+
+def compare(g_ref: np.ndarray, g_alt: np.ndarray, applied_ref: np.ndarray,
+            applied_alt: np.ndarray, delta_alt: np.ndarray) -> LayerNumbers:
+    """The four numbers for one set of elements (float64 arrays of the same shape): the
+    gradients (reference, alternative), the updates applied to the stored weights (reference,
+    alternative) and the alternative's update before it was stored (``delta_alt``)."""
+    g_ref, g_alt = g_ref.ravel(), g_alt.ravel()
+    norm_ref, norm_alt = np.linalg.norm(g_ref), np.linalg.norm(g_alt)
+    finite = bool(np.all(np.isfinite(g_alt)))
+    if not finite:
+        cosine = math.nan
+    elif norm_ref == 0 or norm_alt == 0:
+        cosine = 1.0 if norm_ref == norm_alt else 0.0
+    else:
+        cosine = float(np.dot(g_ref, g_alt) / (norm_ref * norm_alt))
+    flushed = (g_alt == 0) & (g_ref != 0)
+    flushed_norm = float(np.linalg.norm(g_ref[flushed]) / norm_ref) if norm_ref else 0.0
+    a_ref, a_alt = applied_ref.ravel(), applied_alt.ravel()
+    norm_update = np.linalg.norm(a_ref)
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = float(np.linalg.norm(a_alt - a_ref) / norm_update) if norm_update else (
+            0.0 if not np.any(a_alt) else math.inf)
+    moved = delta_alt.ravel() != 0
+    moves = int(np.count_nonzero(moved))
+    swamped = float(np.count_nonzero(moved & (a_alt == 0))) / max(moves, 1)
+    return LayerNumbers(cosine, flushed_norm, error, swamped)
+
+
+def _gradients(model: Any, x: np.ndarray, y: np.ndarray, scale: float) -> list[np.ndarray]:
+    loss_fn = SparseCategoricalCrossentropy(from_logits=True)
+    with nn.GradientTape() as tape, np.errstate(all="ignore"):
+        loss = loss_fn(y, model(x, training=True)) * scale
+    grads = tape.gradient(loss, model.trainable_variables)
+    return [np.asarray(g.data, dtype=np.float64) / scale for g in grads]
+
+
+def _scaled_gradients(model: Any, x: np.ndarray, y: np.ndarray,
+                      scaled: bool) -> tuple[list[np.ndarray], float]:
+    scale = START_SCALE if scaled else 1.0
+    while True:
+        grads = _gradients(model, x, y, scale)
+        if not scaled or all(np.all(np.isfinite(g)) for g in grads) or scale <= 1.0:
+            return grads, scale
+        scale /= 2
+
+
+def _updates(optimizer: Any, variables: list[Any], grads: list[np.ndarray],
+             weights: list[np.ndarray], formats: list[Any]
+             ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(update before storing, update applied to the stored weight) per variable: the
+    optimizer's own formula from a copy of its state for each variable."""
+    t = optimizer.iterations + 1
+    deltas, applied = [], []
+    for var, g, w, fmt in zip(variables, grads, weights, formats, strict=True):
+        # the optimizer's update rule on a copy of its state (it exposes no public "what
+        # would this gradient do" call; nn's optimizers are the place for one)
+        slots = {k: v.copy() for k, v in optimizer._slots[optimizer._index[id(var)]].items()}
+        w32 = w.astype(np.float32)
+        with np.errstate(all="ignore"):
+            delta = optimizer._update(g.astype(np.float32), w32.copy(), slots, t)
+            new = w32 - delta
+            if fmt is not None:
+                new = fpsim.round(new, fmt)
+        deltas.append(np.asarray(delta, np.float64))
+        applied.append(np.asarray(new, np.float64) - w32.astype(np.float64))
+    return deltas, applied
+
+
+def _layer_of(name: str) -> str:
+    return name.rsplit("/", 1)[0]
+
+
+def replay(config: LMConfig | None = None, steps: Sequence[int] = REPLAY_STEPS,
+           alternatives: Sequence[str] | None = None,
+           progress: Callable[[str], None] | None = None) -> Replay:
+    """Train the language model in float32 (``config``, default ``LMConfig()``) and, at each
+    step in ``steps`` (before that step's update), replay the step under every alternative
+    (default all of ``ALTERNATIVES``). Returns the per-layer numbers of every replay."""
+    config = LMConfig() if config is None else config
+    names = list(ALTERNATIVES if alternatives is None else alternatives)
+    unknown = [n for n in names if n not in ALTERNATIVES]
+    if unknown:
+        raise ValueError(f"replay: alternatives must be among {list(ALTERNATIVES)}, got "
+                         f"{unknown}")
+    wanted = sorted(set(int(s) for s in steps))
+    if not wanted or wanted[0] < 0 or wanted[-1] >= config.steps:
+        raise ValueError(f"replay: steps must lie in 0..{config.steps - 1} (config.steps "
+                         f"{config.steps}), got {list(steps)}")
+    say = progress or (lambda line: None)
+    (x, y), _ = data_for(config)
+    b = config.batch_size
+    reference = build_lm(config, "float32")
+    optimizer = config.make_optimizer()
+    reference.compile(optimizer, SparseCategoricalCrossentropy(from_logits=True))
+    models = {n: ALTERNATIVES[n].build(config) for n in names}
+    variables = reference.trainable_variables
+    layer_names = [_layer_of(str(v.name)) for v in variables]
+    found = Replay(config, wanted)
+    done = 0
+    for step in wanted:
+        if step > done:  # train the reference up to this step
+            reference.fit(x[done * b:step * b], y[done * b:step * b], batch_size=b, epochs=1,
+                          shuffle=False, verbose=0, telemetry=False, loss_scale="none")
+            done = step
+        if step == 0:  # Adam's slots exist from its first update: build them (zeros)
+            optimizer.build(variables)
+        xb, yb = x[step * b:(step + 1) * b], y[step * b:(step + 1) * b]
+        weights = [np.asarray(v.data) for v in variables]
+        g_ref = _gradients(reference, xb, yb, 1.0)
+        d_ref, a_ref = _updates(optimizer, variables, g_ref, weights, [None] * len(weights))
+        for name in names:
+            alt, model = ALTERNATIVES[name], models[name]
+            model.set_weights(reference.get_weights())
+            grads, scale = _scaled_gradients(model, xb, yb, alt.scaled)
+            formats = [None if alt.masters else getattr(v, "fmt", None)
+                       for v in model.trainable_variables]
+            stored = [np.asarray(v.data, np.float64) for v in model.trainable_variables]
+            d_alt, a_alt = _updates(optimizer, variables, grads, stored, formats)
+            per_layer = {}
+            for layer in dict.fromkeys(layer_names):
+                idx = [i for i, n in enumerate(layer_names) if n == layer]
+                per_layer[layer] = compare(*(np.concatenate([arrays[i].ravel() for i in idx])
+                                             for arrays in (g_ref, grads, a_ref, a_alt, d_alt)))
+            total = compare(*(np.concatenate([a.ravel() for a in arrays])
+                              for arrays in (g_ref, grads, a_ref, a_alt, d_alt)))
+            found.replays.append(StepReplay(name, step, scale, per_layer, total))
+        say(f"  step {step}: replayed under {len(names)} alternatives")
+    return found
