@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 import nn
-from nn.checks import count
+from nn.engine.checks import count
 from nn.experiments.lm import LMRun, final_loss, first_nonfinite_step
 from nn.experiments.result import ExperimentResult
 from nn.losses import SparseCategoricalCrossentropy
