@@ -4,7 +4,8 @@ Numerics (as Dense): the input windows (im2col, exact) and the kernel in the com
 products and bias accumulated in fp32, one rounding to the compute format (relu fused into
 it); ``accumulator="float16"`` (any format name, or an ``fpsim.accumulators`` model or preset
 name) accumulates that way instead, to show swamping. The gradients of input and kernel are
-products of the same kind; the input's gradient sums the overlapping windows in fp32 and is rounded once to the input's format.
+products of the same kind; the input's gradient sums the overlapping windows in fp32 and is
+rounded once to the input's format.
 Padding "same" follows TensorFlow (the odd pixel at the bottom/right).
 """
 
