@@ -16,6 +16,8 @@ The public API, grouped below; where each part lives:
 - ``nn.experiments``, ``nn.plot``, ``nn.cli``: the course's experiments, pictures, commands
 """
 
+import sys as _sys
+
 from fpsim._version import __version__  # one home: the distribution's metadata (it ships nn)
 from nn import datasets, fp8, functions, layers, losses, metrics, optimizers, utils
 
@@ -89,3 +91,10 @@ __all__ = [
 ]
 
 memory.apply_default()  # keep freed memory for the next step (nn.engine.memory)
+
+# The modules users import by their old top-level names (Keras's ``keras.mixed_precision``
+# spelling among them) are the same module objects under both names.
+for _name, _module in (("mixed_precision", mixed_precision), ("registry", registry),
+                       ("dtypes", dtypes)):
+    _sys.modules.setdefault(f"nn.{_name}", _module)
+del _name, _module

@@ -441,7 +441,7 @@ COMMANDS = [
             add_train_arguments, train),
     Command("compare", "mixed-precision experiments (a small transformer language model on "
             "Python's docs, a small CNN, an fp8 MLP, or the digits story): the same model "
-            "trained a few ways from several seeds; per claim a gap with its 95% interval and "
-            "a verdict, one PNG; --what-if replays steps under each alternative",
+            "trained a few ways from several seeds; per claim a gap with its confidence interval "
+            "and a verdict, one PNG; --what-if replays steps under each alternative",
             add_compare_arguments, compare),
 ]

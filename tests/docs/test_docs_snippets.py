@@ -9,7 +9,9 @@ Per page, in order, in one namespace (a later block may use an earlier block's n
 - a ``console`` block is a shell session: each ``$ fpsim ...`` line is run and must print the
   lines that follow it, exactly.
 
-``sh`` blocks (set-up commands: venvs, pip, jupyter, mkdocs) are not run here; .ci/run runs the
+A ``python`` block whose first line is ``# not run here (...)`` says why it cannot run on
+this machine (a GPU script) and is skipped. ``sh`` blocks (set-up commands: venvs, pip,
+jupyter, mkdocs) are not run here; .ci/run runs the
 set-up and the strict site build.
 """
 
@@ -95,6 +97,8 @@ def test_every_code_block_runs_as_shown(path, float32_policy, monkeypatch):
     for language, code, line in blocks(path):
         where = f"{path.relative_to(ROOT)}:{line}"
         assert language in KNOWN_LANGUAGES, f"{where}: unknown block language {language!r}"
+        if language == "python" and code.startswith("# not run here ("):
+            continue
         if language == "console":
             _console(code, where)
         elif language == "python" and ">>>" in code:
