@@ -15,18 +15,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import nn
+from fpsim.atomic import write_bytes
 from fpsim.cli import Command, check_writable, positive_int
 from nn import experiments as ex
+from nn.engine import checks
 from nn.experiments import replay, seeds
 from nn.losses import SparseCategoricalCrossentropy
 
 
 def parse_loss_scale(text: str | None) -> str | float | None:
-    """``--loss-scale``: "dynamic", "none" or a fixed scale: a number that is a positive
-    normal float32, 2**-126 to float32's max (the scale and its reciprocal are float32)."""
+    """``--loss-scale``: "dynamic", "none" or a fixed scale, checked by the one rule of
+    ``nn.engine.checks.loss_scale`` (a normal float32)."""
     if text is None:
         return None
     key = text.strip().lower()
@@ -36,11 +36,8 @@ def parse_loss_scale(text: str | None) -> str | float | None:
         value = float.fromhex(key) if "0x" in key else float(key)
     except (ValueError, OverflowError):
         value = math.nan
-    tiny, top = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
-    if not (math.isfinite(value) and tiny <= value <= top):
-        raise ValueError(f"--loss-scale must be 'dynamic', 'none' or a number from 2^-126 to "
-                         f"{float(top):.7g} (a normal float32), got {text.strip()!r}")
-    return value
+    return checks.loss_scale("--loss-scale", value, alternatives="'dynamic', 'none' or ",
+                             written=text.strip())
 
 
 def _loss_scale_arg(text: str) -> str | float | None:
@@ -433,7 +430,8 @@ def _finished(args: argparse.Namespace) -> dict[str, object]:
 
 def _write_json(path: Path, numbers: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(numbers, indent=1, allow_nan=False) + "\n")
+    text = json.dumps(numbers, indent=1, allow_nan=False) + "\n"
+    write_bytes(path, text.encode("utf-8"), what="results file")  # all or nothing
 
 
 COMMANDS = [

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from fpsim.plot import save
 from nn import experiments
 from nn.training.history import EVENTS, History
 
@@ -166,7 +167,7 @@ def compare_figure(results: Sequence[experiments.RunResult], path: str | Path) -
     fig.suptitle(f"digits MLP {experiments.HIDDEN}, loss x 2^-18, SGD lr "
                  f"{experiments.LEARNING_RATE} x 2^18, momentum {experiments.MOMENTUM}")
     path = Path(path)
-    fig.savefig(path, dpi=90)
+    save(fig, path, dpi=90)  # all or nothing: a failed write keeps the old picture
     plt.close(fig)
     return path
 
@@ -318,6 +319,6 @@ def experiment_figure(seeded: Any, path: str | Path) -> Path:
 
     fig = experiment_draw(seeded)
     path = Path(path)
-    fig.savefig(path, dpi=90)
+    save(fig, path, dpi=90)  # all or nothing: a failed write keeps the old picture
     plt.close(fig)
     return path

@@ -66,17 +66,21 @@ FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # 2**-126
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def loss_scale(name: str, value: object) -> float:
+def loss_scale(name: str, value: object, *, alternatives: str = "",
+               written: object = None) -> float:
     """A fixed loss scale: a number from 2**-126 to float32's max (a normal float32, so the
     scale and its float32 reciprocal are both finite and non-zero), else a ValueError naming
     ``name`` (the argument the caller wrote: ``loss_scale``, ``initial_scale``,
     ``--loss-scale``). The one rule of ``fit(loss_scale=)``, ``LossScaleOptimizer`` and the
-    command line."""
+    command line; ``alternatives`` names the other values the caller accepts (``"'dynamic',
+    'none' or "``) and ``written`` what the user typed, when ``value`` was parsed from it."""
     if (isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
             and math.isfinite(v := float(value)) and FLOAT32_TINY <= v <= FLOAT32_MAX):
         return v
-    raise ValueError(f"{name} must be a number from 2^-126 to {FLOAT32_MAX:.7g} (a normal "
-                     f"float32: the scale and its reciprocal are float32), got {value!r}")
+    shown = value if written is None else written
+    raise ValueError(f"{name} must be {alternatives}a number from 2^-126 to {FLOAT32_MAX:.7g} "
+                     f"(a normal float32: the scale and its reciprocal are float32), got "
+                     f"{shown!r}")
 
 
 def device(name: str, value: object) -> str:

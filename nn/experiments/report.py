@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fpsim.atomic import write_bytes
 from nn.experiments.intervals import SHOWN
 from nn.experiments.table import EXPERIMENTS
 
@@ -146,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--whatif", type=Path, default=WHATIF)
     parser.add_argument("--out", type=Path, default=PAGE)
     args = parser.parse_args(argv)
-    args.out.write_text(render(*load(args.results, args.whatif)))
+    write_bytes(args.out, render(*load(args.results, args.whatif)).encode("utf-8"),
+                what="page")  # all or nothing
     print(f"wrote {args.out}")
 
 

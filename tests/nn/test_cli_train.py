@@ -192,3 +192,30 @@ def test_compare_with_an_unknown_experiment_exits_2_naming_the_choices(capsys):
     assert main(["compare", "--experiment", "fp7"]) == 2
     err = _one_line_error(capsys)
     assert "--experiment" in err and "'fp7'" in err and "underflow" in err
+
+
+def test_compare_whose_picture_cannot_be_written_keeps_the_old_one_and_exits_1(tmp_path,
+                                                                             monkeypatch,
+                                                                             capsys):
+    """A full disk while ``fpsim compare --out DIR`` writes compare.png: exit 1, one line on
+    stderr, and the previous DIR/compare.png byte for byte as it was (it used to be truncated)."""
+    import errno
+
+    import fpsim.atomic
+    from fpsim.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "compare.png").write_bytes(b"the previous picture")
+
+    def full_disk(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fpsim.atomic.os, "replace", full_disk)
+    argv = ["compare", "--experiment", "adam-state", "--seeds", "1", "--steps", "3",
+            "--processes", "1", "--out", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "compare.png" in err[0] and "No space left" in err[0], err
+    assert (out / "compare.png").read_bytes() == b"the previous picture"
+    assert sorted(p.name for p in out.iterdir()) == ["compare.png"]
