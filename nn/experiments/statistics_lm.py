@@ -22,7 +22,8 @@ FP16_SQUARE_LIMIT = 256.0  # |x - mean| above this squares past fp16's max (6550
 
 
 def fp32_statistics_lm(config: LMConfig = DEFAULT) -> ExperimentResult:
-    """Attention softmax and LayerNorm statistics in fp32 (mixed_float16: Keras's rule)
+    """Attention softmax and LayerNorm statistics in fp32 (nn's default under mixed_float16;
+    PyTorch autocast's rule for softmax, Keras's for the norm layers)
     against the same layers given ``statistics_dtype="float16"`` (softmax, mean, variance and
     the normalization in fp16; the weights stay fp32 masters, so the statistics' format is the
     only difference), both loss-scaled. ``extra``: the fp16-statistics model's forward pass

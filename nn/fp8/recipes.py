@@ -18,8 +18,9 @@ rounds once to the op's output format (the compute format, e.g. bf16).
   ``fpsim.mx.quantize`` along the matmul's inner dimension (blocks of a row of A and of a
   column of B), scale rounding as fpsim.mx's default for the format; ``backward`` is the
   gradients' block format (default: the same).
-- ``TF32Inputs()``: matmul inputs rounded (nearest even) to TF32, no scale: Ampere's default
-  for fp32 matmuls (policy "mixed_tf32").
+- ``TF32Inputs()``: matmul inputs rounded (nearest even) to TF32, no scale: what TensorFlow
+  does to fp32 matmuls on Ampere and later GPUs by default (PyTorch >= 1.12 turns it off for
+  matmuls: ``torch.backends.cuda.matmul.allow_tf32``) (policy "mixed_tf32").
 
 Per-tensor cast: ``x * scale`` is computed exactly (float64 holds the product of two float32
 values) and rounded once, nearest even, *saturating* to +-max (TE casts with satfinite; NaN
@@ -343,7 +344,8 @@ class BlockScaling(Recipe):
 
 class TF32Inputs(Recipe):
     """Matmul inputs rounded to TF32 (10 mantissa bits, fp32's range), products summed in fp32,
-    the result in fp32: what Ampere-class GPUs do to fp32 matmuls by default. No scale and no
+    the result in fp32: what TensorFlow's default does to fp32 matmuls on Ampere and later GPUs
+    (PyTorch's default since 1.12 keeps them fp32). No scale and no
     telemetry (TF32 neither saturates nor flushes what fp32 holds)."""
 
     compute_format = FP32

@@ -2,7 +2,10 @@
 attention's softmax) may be computed in a format of their own.
 
 None (the default) computes them in the layer's variable format: fp32 under "float32" and every
-mixed policy (Keras's rule), fp16 under the pure "float16" policy. A format name (e.g.
+mixed policy, fp16 under the pure "float16" policy. (Keras's normalization layers keep their
+statistics in fp32 under a mixed policy; its ``MultiHeadAttention`` runs the softmax in the
+compute format, fp16; PyTorch's autocast puts softmax in fp32. nn follows the fp32 rule for
+both, so a model here is a little safer than the same model in Keras.) A format name (e.g.
 "float16") computes only the statistics there and leaves the layer's variables in the policy's
 variable format, so an experiment can change the statistics' format alone. The name is checked
 when the layer is made and saved in its config only when given.
