@@ -284,7 +284,7 @@ def _command(args: argparse.Namespace, name: str | None, seed_list: list[int]) -
 
 
 def _compare_experiment(args: argparse.Namespace, name: str, png: Path) -> dict[str, object]:
-    from nn import plot
+    from nn import plot  # matplotlib is needed only here
 
     entry = ex.experiment(name)
     config = entry.config_for(steps=args.steps if args.steps is not None else (
