@@ -14,7 +14,10 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import json
 import pathlib
+import subprocess
+import sys
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -68,14 +71,29 @@ def _belongs(module: ModuleType, name: str, obj: object) -> bool:
     return top is module or getattr(top, name, None) is not obj
 
 
+@functools.cache
+def fresh_names() -> dict[str, frozenset[str]]:
+    """Each documented package's names as a fresh ``import package`` binds them, read in a new
+    interpreter: in a running process a package also holds every submodule that anything
+    imported since (``fpsim.torch`` once a test has used it), which would make the pages
+    depend on what ran before."""
+    code = ("import importlib, json, sys\n"
+            "print(json.dumps({p: sorted(vars(importlib.import_module(p))) "
+            "for p in sys.argv[1:]}))")
+    out = subprocess.run([sys.executable, "-c", code, *(p for p, _ in PACKAGES)],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    return {p: frozenset(names) for p, names in json.loads(out.splitlines()[-1]).items()}
+
+
 def public_names(module: ModuleType) -> list[str]:
     """The names a user of ``module`` is meant to import, sorted."""
     exported = getattr(module, "__all__", None)
     if exported is not None:
         return sorted(set(exported))
+    fresh = fresh_names().get(module.__name__, frozenset(vars(module)))
     return sorted(
         name for name, obj in vars(module).items()
-        if not name.startswith("_") and _belongs(module, name, obj)
+        if not name.startswith("_") and name in fresh and _belongs(module, name, obj)
     )
 
 
@@ -95,9 +113,10 @@ def implementation_modules(package: str) -> list[str]:
     if getattr(module, "__all__", None) is not None:
         return []
     own_pages = {p for p, _ in PACKAGES}
+    fresh = fresh_names().get(package, frozenset(vars(module)))
     return sorted(
         name for name, obj in vars(module).items()
-        if not name.startswith("_") and inspect.ismodule(obj)
+        if not name.startswith("_") and name in fresh and inspect.ismodule(obj)
         and obj.__name__.startswith(package + ".") and obj.__name__ not in own_pages
     )
 

@@ -30,7 +30,8 @@ def _appears(package: str, name: str) -> bool:
 
 
 def _public_dir(module) -> list[str]:
-    return sorted(n for n in dir(module) if not n.startswith("_"))
+    """``dir(module)`` as a fresh ``import`` gives it (not the submodules other tests imported)."""
+    return sorted(n for n in api_pages.fresh_names()[module.__name__] if not n.startswith("_"))
 
 
 @pytest.mark.parametrize("root", ["fpsim", "nn"])
@@ -59,6 +60,15 @@ def test_names_are_documented_through_the_package_that_exports_them():
             if line.startswith("::: "):
                 qualified = line[4:]
                 assert qualified.rsplit(".", 1)[0] == package, line
+
+
+def test_the_pages_do_not_depend_on_which_submodules_were_imported_before():
+    """In a running process ``fpsim`` also holds every submodule imported since (``fpsim.cli``,
+    ``fpsim.torch``); the pages list only what a fresh ``import fpsim`` binds."""
+    importlib.import_module("fpsim.cli")
+    assert "cli" in vars(importlib.import_module("fpsim"))
+    assert "cli" not in api_pages.fresh_names()["fpsim"]
+    assert "fpsim.cli" not in api_pages.page("fpsim", "")
 
 
 def test_a_name_missing_from_the_pages_is_caught():
