@@ -55,7 +55,13 @@ def _doctest(code: str, namespace: dict, where: str) -> None:
     test = parser.get_doctest(code, namespace, where, where, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     out: list[str] = []
-    runner.run(test, out=out.append, clear_globs=False)
+    # doctest reads what sys.displayhook prints; a test that made an IPython shell earlier in
+    # this worker leaves IPython's hook there, which writes past doctest's capture
+    hook, sys.displayhook = sys.displayhook, sys.__displayhook__
+    try:
+        runner.run(test, out=out.append, clear_globs=False)
+    finally:
+        sys.displayhook = hook
     namespace.update(test.globs)  # DocTest ran in a copy; later blocks see its names
     assert runner.failures == 0, f"{where}: an example prints something else\n" + "".join(out)
 
