@@ -23,7 +23,15 @@ from fpsim.formats import Format
 from fpsim.kernels.mx import SCALE_EMAX, SCALE_EMIN
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
-from fpsim.mx import BlockFormat, _check_axis, get_block_format, scale_rule, tensor_scale_of
+from fpsim.mx import (
+    BlockFormat,
+    _check_axis,
+    _check_scale_codes,
+    _check_tensor_scale,
+    get_block_format,
+    scale_rule,
+    tensor_scale_of,
+)
 from fpsim.rounding import RoundingMode, get_mode
 from fpsim.torch.rounding import check_tensor, round_checked
 
@@ -228,11 +236,15 @@ def decode(scales: Scales, element_codes: torch.Tensor, fmt: BlockFormat | str, 
         if not (isinstance(scales, tuple) and len(scales) == 2):
             raise TypeError("nvfp4 scales are a pair (block_scale_codes, tensor_scale), as "
                             "encode returns them")
-        scales, tensor_scale = scales[0], float(scales[1])
+        scales, tensor_scale = scales[0], _check_tensor_scale(
+            scales[1].item() if isinstance(scales[1], torch.Tensor) else scales[1])
+    if not isinstance(scales, torch.Tensor):
+        raise TypeError(f"scales must be a uint8 tensor of codes (as encode returns), got "
+                        f"{type(scales).__name__}")
+    _check_scale_codes(scales.detach().cpu().numpy(), bf)  # fpsim.mx.decode's rule (small copy)
     if not isinstance(element_codes, torch.Tensor) or element_codes.dtype != torch.uint8:
         raise TypeError("element_codes must be a uint8 tensor of codes (as encode returns), "
                         f"got {getattr(element_codes, 'dtype', type(element_codes).__name__)}")
-    assert isinstance(scales, torch.Tensor)
     ax = _check_axis(axis, element_codes.ndim)
     rows = _rows(element_codes, ax)
     nb = -(-rows.shape[1] // bf.block)

@@ -123,3 +123,21 @@ def test_mx_bad_arguments_raise_fpsim_mx_errors():
         ft.mx.quantize(t, "mxfp8_e4m3", axis=1)
     with pytest.raises(TypeError, match="uint8"):
         ft.mx.decode(torch.zeros(1, dtype=torch.uint8), torch.zeros(4), "mxfp8_e4m3")
+
+
+@pytest.mark.parametrize("bad", [
+    ("nvfp4", lambda s, t: ((s | 0x80, t), "sign bit")),
+    ("nvfp4", lambda s, t: ((s, -t), "tensor_scale")),
+    ("nvfp4", lambda s, t: ((s, float("inf")), "tensor_scale")),
+    ("mxfp8_e4m3", lambda s, t: (s.to(torch.int32) + 300, "uint8")),
+])
+def test_decode_refuses_the_scales_fpsim_mx_decode_refuses(bad):
+    """A sign-bit NVFP4 block scale, a non-positive or infinite tensor scale and scale codes
+    that are not uint8 are refused, as by fpsim.mx.decode (no sign flipped, no code wrapped)."""
+    fmt, spoil = bad
+    x = torch.linspace(-3, 3, 64)
+    scales, codes = ft.mx.encode(x, fmt)
+    block, tensor = scales if isinstance(scales, tuple) else (scales, None)
+    spoiled, words = spoil(block, tensor)
+    with pytest.raises((TypeError, ValueError), match=words):
+        ft.mx.decode(spoiled, codes, fmt)
