@@ -408,6 +408,14 @@ def _check_scale_codes(scales: object, bf: BlockFormat) -> np.ndarray:
     return s
 
 
+def two_level_pair(scales: object) -> tuple[object, object]:
+    """NVFP4's scales as encode returns them: ``(block_scale_codes, tensor_scale)``."""
+    if not (isinstance(scales, tuple) and len(scales) == 2):
+        raise TypeError("nvfp4 scales are a pair (block_scale_codes, tensor_scale), as "
+                        "encode returns them")
+    return scales[0], scales[1]
+
+
 def decode(
     scales: Scales, element_codes: object, fmt: BlockFormat | str, *, axis: int = -1
 ) -> np.ndarray:
@@ -416,10 +424,8 @@ def decode(
     bf = get_block_format(fmt)
     tensor_scale = 1.0
     if bf.two_level:
-        if not (isinstance(scales, tuple) and len(scales) == 2):
-            raise TypeError("nvfp4 scales are a pair (block_scale_codes, tensor_scale), as "
-                            "encode returns them")
-        scales, tensor_scale = np.asarray(scales[0]), _check_tensor_scale(scales[1])
+        block, ts = two_level_pair(scales)
+        scales, tensor_scale = np.asarray(block), _check_tensor_scale(ts)
     codes = np.asarray(element_codes)
     if codes.dtype != np.uint8:
         raise TypeError(f"element_codes must be uint8 codes (as encode returns), got dtype "

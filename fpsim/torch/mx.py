@@ -31,6 +31,7 @@ from fpsim.mx import (
     get_block_format,
     scale_rule,
     tensor_scale_of,
+    two_level_pair,
 )
 from fpsim.rounding import RoundingMode, get_mode
 from fpsim.torch.rounding import check_tensor, round_checked
@@ -232,15 +233,14 @@ def decode(scales: Scales, element_codes: torch.Tensor, fmt: BlockFormat | str, 
     its whole block NaN (fpsim.mx.decode)."""
     bf = get_block_format(fmt)
     tensor_scale = 1.0
+    block: object = scales
     if bf.two_level:
-        if not (isinstance(scales, tuple) and len(scales) == 2):
-            raise TypeError("nvfp4 scales are a pair (block_scale_codes, tensor_scale), as "
-                            "encode returns them")
-        scales, tensor_scale = scales[0], _check_tensor_scale(
-            scales[1].item() if isinstance(scales[1], torch.Tensor) else scales[1])
-    if not isinstance(scales, torch.Tensor):
+        block, ts = two_level_pair(scales)
+        tensor_scale = _check_tensor_scale(ts.item() if isinstance(ts, torch.Tensor) else ts)
+    if not isinstance(block, torch.Tensor):
         raise TypeError(f"scales must be a uint8 tensor of codes (as encode returns), got "
-                        f"{type(scales).__name__}")
+                        f"{type(block).__name__}")
+    scales = block
     _check_scale_codes(scales.detach().cpu().numpy(), bf)  # fpsim.mx.decode's rule (small copy)
     if not isinstance(element_codes, torch.Tensor) or element_codes.dtype != torch.uint8:
         raise TypeError("element_codes must be a uint8 tensor of codes (as encode returns), "

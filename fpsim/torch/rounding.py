@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from fpsim import _kernels
+from fpsim._exponent_only import _UP_RULE  # the one rule table of exponent-only formats
 from fpsim.catalog import BF16, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, FP16, get_format
 from fpsim.formats import Format
 from fpsim.kernels.constants import Carrier, FormatBits, NearestEvenF32
@@ -317,18 +318,6 @@ def events(b: torch.Tensor, r: torch.Tensor, overflowed: torch.Tensor, c: Carrie
     return [int(k) for k in flags.sum(dim=1).tolist()]
 
 
-# (up iff f >= 1/2, up iff f > 0, never, a draw) per mode: fpsim._exponent_only's rule table
-_EXPONENT_ONLY_RULE: dict[RoundingMode, str] = {
-    RoundingMode.NEAREST_EVEN: "half",
-    RoundingMode.NEAREST_AWAY: "half",
-    RoundingMode.UP: "nonzero",
-    RoundingMode.TOWARD_ZERO: "never",
-    RoundingMode.DOWN: "never",
-    RoundingMode.ODD: "never",
-    RoundingMode.STOCHASTIC: "draw",
-}
-
-
 def round_exponent_only(
     x: torch.Tensor, fmt: Format, mode: RoundingMode, generator: torch.Generator | None,
     policy: str, counting: bool,
@@ -339,7 +328,7 @@ def round_exponent_only(
     negatives, -inf and NaN give NaN; past 2^emax the overflow policy (clamped in modes that
     round down)."""
     try:
-        rule = _EXPONENT_ONLY_RULE[mode]
+        rule = _UP_RULE[mode]
     except KeyError:
         raise ValueError(f"rounding mode {mode!r} has no rule for exponent-only formats") from None
     x64 = x.to(torch.float64)
