@@ -16,12 +16,21 @@ asyncio task): each lives in a ``contextvars.ContextVar``, so two threads traini
 see each other's state.
 
 Values of the float64 policy (format ``None``) are never rounded.
+
+Higher derivatives (``create_graph=True``, PyTorch's double backward): the backward pass then
+runs with grad mode on, so each op's backward -- written in tensor ops -- records a graph of its
+own, and the gradient rule (sum to shape, round to the tensor's format) is itself an op
+(``FitGradient``) whose gradient passes straight through its rounding, as ``Cast``'s does. An op
+declares ``differentiable_backward = True`` when its backward is built from such ops only; the
+gradients of any other op are marked once-differentiable, and differentiating through them
+raises an error naming the op (never a silently dropped term).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -42,6 +51,16 @@ _GRAD_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("nn_grad", 
 def is_grad_enabled() -> bool:
     """True unless inside ``no_grad()`` (in this thread)."""
     return _GRAD_ENABLED.get()
+
+
+@contextlib.contextmanager
+def enable_grad() -> Iterator[None]:
+    """Inside this block ops record the graph again (inside ``no_grad`` too), per thread."""
+    token = _GRAD_ENABLED.set(True)
+    try:
+        yield
+    finally:
+        _GRAD_ENABLED.reset(token)
 
 
 @contextlib.contextmanager
@@ -66,10 +85,12 @@ class Context:
     ``op`` (the Function), ``inputs`` (the input Tensors), ``needs_input_grad`` (one bool per
     input: backward may skip the others), ``fmt`` (the output format), ``out`` (the output
     array), ``scope`` (the name scope at forward time), and ``saved``: what forward keeps for
-    backward, by name (``ctx.saved["axis"] = axis``).
+    backward, by name (``ctx.saved["axis"] = axis``). ``freed`` is set once a backward pass
+    without ``retain_graph`` ran through the node (a second pass then raises, as PyTorch's).
     """
 
-    __slots__ = ("op", "inputs", "needs_input_grad", "fmt", "out", "scope", "saved")
+    __slots__ = ("op", "inputs", "needs_input_grad", "fmt", "out", "scope", "saved", "freed",
+                 "out_ref")
 
     def __init__(self, op: type[Function], inputs: tuple[Tensor, ...], fmt: Format | None,
                  scope: str) -> None:
@@ -80,6 +101,8 @@ class Context:
         self.saved: dict[str, Any] = {}
         self.needs_input_grad: tuple[bool, ...] = ()
         self.out: np.ndarray = np.empty(0, dtype=np.float32)
+        self.freed = False
+        self.out_ref: weakref.ref[Tensor] | None = None
 
     def site(self, what: str) -> str:
         """A monitor site name: ``"<scope>/<what>"``."""
@@ -90,7 +113,12 @@ class Context:
         return sites.scoped(self.scope, sites.op_output(self.op.__name__))
 
     def output(self) -> Tensor:
-        """The forward output as a Tensor without history (for use in backward)."""
+        """The forward output, for use in backward: the output Tensor itself (with its history)
+        while a graph is recorded (``create_graph=True``), else a Tensor without history."""
+        if _GRAD_ENABLED.get() and self.out_ref is not None:
+            live = self.out_ref()
+            if live is not None:
+                return live
         return Tensor._make(self.out, self.fmt)
 
 
@@ -106,6 +134,10 @@ class Function:
     gets the output's gradient as a Tensor in ``ctx.fmt`` and returns one Tensor (or None) per
     input Tensor; the engine reduces broadcasting and rounds each to its input's format.
     """
+
+    differentiable_backward: ClassVar[bool] = False
+    """True when ``backward`` is written in differentiable tensor ops only (no raw arrays), so
+    ``create_graph=True`` can differentiate through it; see the module docstring."""
 
     # Declared as a callable, not a method, so that each op's forward names its own arrays and
     # parameters (``forward(ctx, a, b)``) without breaking the base class's signature.
@@ -133,8 +165,83 @@ class Function:
         ctx.out = out if type(out) is np.ndarray else np.asarray(out)
         ctx.needs_input_grad = needs = tuple([t.requires_grad for t in inputs])
         if _GRAD_ENABLED.get() and True in needs:
-            return Tensor._make(ctx.out, ctx.fmt, cls, ctx)
+            t = Tensor._make(ctx.out, ctx.fmt, cls, ctx)
+            ctx.out_ref = weakref.ref(t)
+            return t
         return Tensor._make(ctx.out, ctx.fmt)
+
+
+class FitGradient(Function):
+    """The gradient rule as an op (used when ``create_graph=True``): ``grad`` summed to
+    ``shape`` and rounded to ``fmt`` at ``site``; its own gradient is broadcast back and passes
+    straight through the rounding (as ``Cast``'s)."""
+
+    differentiable_backward = True
+
+    @staticmethod
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
+        fmt: Format | None = params["fmt"]
+        return fmt
+
+    @staticmethod
+    def forward(ctx: Context, g: np.ndarray, shape: tuple[int, ...] = (), fmt: Any = None,
+                dtype: Any = None, site: str = "") -> np.ndarray:
+        return fit_array(g, ctx.inputs[0].fmt, shape, ctx.fmt, dtype, site)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return BroadcastGradient.apply(grad, shape=ctx.inputs[0].shape)
+
+
+class BroadcastGradient(Function):
+    """``grad`` broadcast to ``shape`` (exact): ``FitGradient``'s backward."""
+
+    differentiable_backward = True
+
+    @staticmethod
+    def forward(ctx: Context, g: np.ndarray, shape: tuple[int, ...] = ()) -> np.ndarray:
+        return np.broadcast_to(g, shape)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        t = ctx.inputs[0]
+        return FitGradient.apply(grad, shape=t.shape, fmt=t.fmt, dtype=t.data.dtype,
+                                 site=sites.GRAD)
+
+
+class OnceDifferentiable(Function):
+    """Marks the gradients of an op whose backward is not differentiable (``create_graph``):
+    forward passes the gradient on; differentiating through it raises naming the op."""
+
+    @staticmethod
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
+        return fmts[0]
+
+    @staticmethod
+    def forward(ctx: Context, g: np.ndarray, *inputs: np.ndarray, op: str = "") -> np.ndarray:
+        ctx.saved["op"] = op
+        return g
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Grads:
+        op = ctx.saved["op"]
+        raise RuntimeError(
+            f"{op} has no double backward: its backward is not written in differentiable ops, "
+            f"so a gradient taken with create_graph=True (or a nested GradientTape) cannot be "
+            f"differentiated through {op}. Ops with double backward: "
+            f"{', '.join(sorted(differentiable_ops()))}")
+
+
+def differentiable_ops() -> set[str]:
+    """Names of the Function subclasses that declare ``differentiable_backward``."""
+    found: set[str] = set()
+    stack = list(Function.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls.differentiable_backward and cls not in (FitGradient, BroadcastGradient):
+            found.add(cls.__name__)
+    return found
 
 
 # --- the backward pass ------------------------------------------------------------------------
@@ -169,13 +276,29 @@ def _topological_order(root: Tensor, watched: frozenset[int] = frozenset()) -> l
 
 
 def fit_gradient(grad: Tensor, t: Tensor, site: str) -> Tensor:
-    """``grad`` summed to ``t``'s shape and rounded to ``t``'s format (the gradient rule)."""
+    """``grad`` summed to ``t``'s shape and rounded to ``t``'s format (the gradient rule); an op
+    (``FitGradient``) while a graph is recorded (``create_graph=True``)."""
+    if _GRAD_ENABLED.get() and grad.requires_grad:
+        return FitGradient.apply(grad, shape=t.shape, fmt=t.fmt, dtype=t.data.dtype, site=site)
     return Tensor._make(fit_array(grad.data, grad.fmt, t.shape, t.fmt, t.data.dtype, site), t.fmt)
 
 
 def _accumulate(a: Tensor, b: Tensor, site: str) -> Tensor:
-    """a + b computed in the carrier and rounded once to a's format."""
+    """a + b computed in the carrier and rounded once to a's format (the Add op, recorded, while
+    a graph is recorded)."""
+    if _GRAD_ENABLED.get() and (a.requires_grad or b.requires_grad):
+        return a + b
     return Tensor._make(round_array(a.data + b.data, a.fmt, site=site), a.fmt)
+
+
+def _once_differentiable(pg: Tensor, ctx: Context, g_t: Tensor) -> Tensor:
+    """``pg`` (a gradient of ``ctx.op``, whose backward is not differentiable) as a node whose
+    own backward raises naming the op."""
+    sources = tuple(t for t in (g_t, *ctx.inputs) if t.requires_grad)
+    if not sources:
+        return pg
+    return OnceDifferentiable.apply(Tensor._make(pg.data, pg.fmt), *sources,
+                                    op=ctx.op.__name__)
 
 
 def _root_gradient(root: Tensor, grad: Any, default_ones: bool) -> Tensor:
@@ -196,14 +319,29 @@ def _root_gradient(root: Tensor, grad: Any, default_ones: bool) -> Tensor:
     return Tensor._make(g, root.fmt)
 
 
+_FREED = (
+    "Trying to backward through the graph a second time: a backward pass without "
+    "retain_graph=True freed this graph (PyTorch's rule). Pass retain_graph=True to the first "
+    "backward()/autograd.grad() to run several passes over one graph."
+)
+
+
 def _run_backward(root: Tensor, seed: Tensor, on_leaf: Callable[[Tensor, Tensor], None],
                   on_node: Callable[[Tensor, Tensor], None],
-                  watched: frozenset[int] = frozenset()) -> None:
+                  watched: frozenset[int] = frozenset(), create_graph: bool = False,
+                  retain_graph: bool = True) -> None:
     """The backward pass: each tensor's gradient, in reverse topological order, handed to
-    ``on_leaf`` (leaves) or ``on_node`` (op outputs, before their op's backward runs)."""
+    ``on_leaf`` (leaves) or ``on_node`` (op outputs, before their op's backward runs).
+
+    ``create_graph``: record the backward's own ops (higher derivatives). ``retain_graph``
+    False: mark the nodes run through as freed (a later pass over them raises)."""
     grads: dict[int, Tensor] = {id(root): seed}
-    with no_grad():
-        for t in _topological_order(root, watched):
+    order = _topological_order(root, watched)
+    for t in order:
+        if t._ctx is not None and t._ctx.freed:
+            raise RuntimeError(_FREED)
+    with enable_grad() if create_graph else no_grad():
+        for t in order:
             g_t = grads.pop(id(t), None)
             if g_t is None:
                 continue
@@ -212,10 +350,15 @@ def _run_backward(root: Tensor, seed: Tensor, on_leaf: Callable[[Tensor, Tensor]
                 on_leaf(t, g_t)
                 continue
             on_node(t, g_t)
-            with name_scope(ctx.site(sites.GRAD), absolute=True):
+            once = create_graph and not op.differentiable_backward
+            with name_scope(ctx.site(sites.GRAD), absolute=True), \
+                    no_grad() if once else contextlib.nullcontext():
                 in_grads = op.backward(ctx, g_t)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
+            if once:
+                in_grads = tuple(None if pg is None else _once_differentiable(pg, ctx, g_t)
+                                 for pg in in_grads)
             for i, (parent, pg) in enumerate(zip(ctx.inputs, in_grads, strict=True)):
                 if pg is None or not (parent.requires_grad or id(parent) in watched):
                     continue
@@ -223,14 +366,20 @@ def _run_backward(root: Tensor, seed: Tensor, on_leaf: Callable[[Tensor, Tensor]
                 pg = fit_gradient(pg, parent, site)
                 key = id(parent)
                 grads[key] = pg if key not in grads else _accumulate(grads[key], pg, site)
+    if not retain_graph:
+        for t in order:
+            if t._ctx is not None:
+                t._ctx.freed = True
 
 
-def backward(root: Tensor, grad: Any = None) -> None:
+def backward(root: Tensor, grad: Any = None, retain_graph: bool = True,
+             create_graph: bool = False) -> None:
     """Fill ``.grad`` of every tensor ``root`` depends on, in reverse topological order.
 
     Leaves (Variables, user tensors with ``requires_grad``) accumulate gradients across calls;
     intermediate tensors keep this pass's gradient. ``grad`` defaults to 1 for a one-element
-    root and is rounded to the root's format.
+    root and is rounded to the root's format. ``create_graph``: the gradients keep a history
+    (higher derivatives); ``retain_graph`` False frees the graph (see ``_run_backward``).
     """
     if not root.requires_grad:
         raise RuntimeError("backward() on a tensor that does not require grad (no graph to run)")
@@ -241,20 +390,28 @@ def backward(root: Tensor, grad: Any = None) -> None:
         if t.grad is not None:
             g_t = _accumulate(t.grad, g_t, grad_site(t, None))
         elif id(g_t.data) in leaf_arrays or not _owns(g_t.data):
-            g_t = Tensor._make(g_t.data.copy(), g_t.fmt)
+            g_t = _with_data(g_t, g_t.data.copy())
         leaf_arrays.add(id(g_t.data))
         t.grad = g_t
 
     def on_node(t: Tensor, g_t: Tensor) -> None:
         t.grad = g_t
 
-    _run_backward(root, _root_gradient(root, grad, default_ones=False), on_leaf, on_node)
+    _run_backward(root, _root_gradient(root, grad, default_ones=False), on_leaf, on_node,
+                  create_graph=create_graph, retain_graph=retain_graph)
+
+
+def _with_data(t: Tensor, data: np.ndarray) -> Tensor:
+    """``t`` over another array of the same values, keeping its history."""
+    return Tensor._make(data, t.fmt, t._op, t._ctx)
 
 
 def gradients(root: Tensor, sources: list[Tensor], grad: Any = None,
-              watched: frozenset[int] = frozenset()) -> list[Tensor | None]:
-    """d(root)/d(source) for each source, as fresh Tensors without history; no ``.grad`` of any
-    tensor is read or written (the engine behind ``nn.GradientTape.gradient``).
+              watched: frozenset[int] = frozenset(), create_graph: bool = False,
+              retain_graph: bool = True) -> list[Tensor | None]:
+    """d(root)/d(source) for each source, as fresh Tensors (without history unless
+    ``create_graph``); no ``.grad`` of any tensor is read or written (the engine behind
+    ``nn.GradientTape.gradient`` and the PyTorch face's ``autograd.grad``).
 
     - Each gradient is in its source's format, rounded at the same monitor sites as
       ``backward``; a source ``root`` does not depend on gets None.
@@ -270,13 +427,15 @@ def gradients(root: Tensor, sources: list[Tensor], grad: Any = None,
     def keep(t: Tensor, g_t: Tensor) -> None:
         i = wanted.get(id(t))
         if i is not None:
-            found[i] = Tensor._make(g_t.data.copy(), g_t.fmt)
+            found[i] = _with_data(g_t, g_t.data.copy()) if create_graph else Tensor._make(
+                g_t.data.copy(), g_t.fmt)
 
-    _run_backward(root, _root_gradient(root, grad, default_ones=True), keep, keep, watched)
+    _run_backward(root, _root_gradient(root, grad, default_ones=True), keep, keep, watched,
+                  create_graph=create_graph, retain_graph=retain_graph)
     for i, s in enumerate(sources):  # a source listed twice gets the gradient twice
         if found[i] is None and id(s) in wanted and wanted[id(s)] != i:
             first = found[wanted[id(s)]]
-            found[i] = None if first is None else Tensor._make(first.data.copy(), first.fmt)
+            found[i] = None if first is None else _with_data(first, first.data.copy())
     return found
 
 
@@ -295,5 +454,6 @@ def grad_site(
     return ctx.site(sites.op_input_grad(op.__name__, i))
 
 
-__all__ = ["Context", "Function", "backward", "current_scope", "gradients", "is_grad_enabled",
-           "name_scope", "no_grad"]  # (name_scope and current_scope live in nn.sites)
+# (name_scope and current_scope live in nn.sites)
+__all__ = ["Context", "Function", "backward", "current_scope", "differentiable_ops",
+           "enable_grad", "gradients", "is_grad_enabled", "name_scope", "no_grad"]

@@ -194,9 +194,19 @@ class Tensor:
         return f"Tensor({body}, fmt={format_name(self.fmt)}{extra})"
 
     # --- autograd -------------------------------------------------------------------------------
-    def backward(self, grad: Any = None) -> None:
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (nn.engine.autograd.backward)."""
-        _op("backward")(self, grad)
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None,
+                 create_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (nn.engine.autograd.backward).
+
+        PyTorch's parameters: ``gradient`` (the seed; default 1 for a one-element tensor),
+        ``create_graph`` (the gradients keep a history, for higher derivatives) and
+        ``retain_graph`` (default: ``create_graph``; when False the graph is freed and a second
+        backward through it raises, as in PyTorch)."""
+        for name, flag in (("retain_graph", retain_graph), ("create_graph", create_graph)):
+            if flag is not None and not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"backward: {name} must be True, False or None, got {flag!r}")
+        retain = bool(create_graph) if retain_graph is None else bool(retain_graph)
+        _op("backward")(self, gradient, retain_graph=retain, create_graph=bool(create_graph))
 
     def detach(self) -> Tensor:
         """The same values without history."""

@@ -92,11 +92,12 @@ __all__ += ["accumulated_linear", "accumulated_matmul", "attention", "conv2d", "
 
 
 
-def _backward_without_autocast(root: Any, grad: Any = None) -> None:
+def _backward_without_autocast(root: Any, grad: Any = None, retain_graph: bool = True,
+                               create_graph: bool = False) -> None:
     """``Tensor.backward``: the engine's backward with autocast off (PyTorch's rule: a
     backward runs each op in the formats its forward chose, even inside an autocast block)."""
     with _autocast.disabled():
-        _backward(root, grad)
+        _backward(root, grad, retain_graph=retain_graph, create_graph=create_graph)
 
 
 register_ops(

@@ -10,7 +10,7 @@ from nn.engine.formats import at_least_fp32
 from nn.engine.rounding import round_array
 from nn.engine.tensor import Tensor
 from nn.functions.cast import Cast, cast
-from nn.precision.autocast import FP32, LOWER, active_format, cast_policy
+from nn.precision.autocast import FP32, INPUT, LOWER, active_format, cast_policy
 
 
 def finish(ctx: Context, out: np.ndarray) -> np.ndarray:
@@ -61,3 +61,11 @@ def autocast_lower(*tensors: Tensor) -> tuple[Tensor, ...]:
 def autocast_fp32(t: Tensor) -> Tensor:
     """``autocast_inputs`` for an op autocast runs in fp32 (an op of one's own)."""
     return t if active_format() is None else widen(t)
+
+
+def autocast_output(op: str, a: Tensor, out: Tensor) -> Tensor:
+    """``out`` (op ``op`` of ``a``) rounded once to ``a``'s format where autocast's table says
+    ``INPUT`` (a reduction inside ``autocast("cpu")``); else ``out``."""
+    if active_format() is None or cast_policy(op) != INPUT:
+        return out
+    return cast(out, a.fmt)

@@ -17,7 +17,7 @@ import numpy as np
 from fpsim import Format
 from nn.engine import kernels as _kernels
 from nn.engine import rounding
-from nn.engine.autograd import Context, Function
+from nn.engine.autograd import Context, Function, is_grad_enabled
 from nn.engine.formats import at_least_fp32
 from nn.engine.tensor import Tensor
 from nn.functions._common import autocast_inputs, constant, finish, widen
@@ -26,6 +26,8 @@ from nn.functions.elementwise import erf
 
 class ReLU(Function):
     """max(a, 0) (exact); backward is the fused ``relu_grad``."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
@@ -38,6 +40,8 @@ class ReLU(Function):
 
 class ReLUGrad(Function):
     """g where y > 0 else 0 (exact: a selection) -- relu's backward, one numba pass."""
+
+    differentiable_backward = True
 
     @staticmethod
     def output_format(*fmts: Format | None, **params: Any) -> Format | None:
@@ -60,6 +64,8 @@ class ReLUGrad(Function):
 class LeakyReLU(Function):
     """a if a > 0 else alpha * a (rounded); d/da = 1 or alpha (alpha rounded to the format)."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, alpha: float = 0.01) -> np.ndarray:
         ctx.saved["alpha"] = alpha
@@ -73,6 +79,8 @@ class LeakyReLU(Function):
 
 class Sigmoid(Function):
     """1 / (1 + exp(-a)), evaluated without overflow; d/da = s (1 - s)."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
@@ -89,6 +97,8 @@ class Sigmoid(Function):
 class Tanh(Function):
     """tanh(a); d/da = 1 - tanh(a)^2."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         return finish(ctx, np.tanh(a))
@@ -104,6 +114,8 @@ class GELU(Function):
 
     d/da = Phi(a) + a * phi(a), phi(a) = exp(-a^2 / 2) / sqrt(2 pi).
     """
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
@@ -177,6 +189,8 @@ class Softmax(Function):
     "rounded" to FP32 is itself and counts nothing), so monitor counts are the same.
     """
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
         ctx.saved["axis"] = axis
@@ -195,7 +209,7 @@ class Softmax(Function):
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         axis = ctx.saved["axis"]
         rows = None if ctx.fmt is None or grad.fmt is None else _rows(ctx.out, grad.data, axis=axis)
-        if rows is not None:
+        if rows is not None and not is_grad_enabled():  # (a recorded backward takes the ops)
             out = np.empty(ctx.out.shape, np.float32)
             if _kernels.softmax_grad(rows[0], rows[1], out.reshape(-1), ctx.out.shape[-1]):
                 return Tensor._make(out, at_least_fp32(ctx.fmt))
@@ -204,6 +218,8 @@ class Softmax(Function):
 
 class LogSoftmax(Function):
     """a - logsumexp(a), in fp32; backward g - exp(out) * sum(g) in fp32."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -218,6 +234,8 @@ class LogSoftmax(Function):
 
 class Dropout(Function):
     """a * mask * scale, one rounding; the backward is the same op on the gradient."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, mask: Any = None, scale: float = 1.0) -> np.ndarray:

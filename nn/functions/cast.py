@@ -21,6 +21,8 @@ class Cast(Function):
     gradient of logits cast up for an fp32 loss), done at x's monitor site.
     """
 
+    differentiable_backward = True
+
     @staticmethod
     def output_format(*fmts: Format | None, **params: Any) -> Format | None:
         fmt: Format | None = params.get("fmt")

@@ -22,6 +22,8 @@ from nn.functions._common import autocast_inputs, constant, finish
 class Add(Function):
     """a + b (broadcasting); the engine sums each gradient back to its input's shape."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return finish(ctx, np.add(a, b))
@@ -33,6 +35,8 @@ class Add(Function):
 
 class Sub(Function):
     """a - b."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -46,6 +50,8 @@ class Sub(Function):
 class Mul(Function):
     """a * b."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return finish(ctx, np.multiply(a, b))
@@ -58,6 +64,8 @@ class Mul(Function):
 
 class Div(Function):
     """a / b; d/db = -(grad / b) * (a / b), reusing the rounded quotient."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -74,6 +82,8 @@ class Div(Function):
 class Neg(Function):
     """-a (exact)."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         return np.negative(a)
@@ -85,6 +95,8 @@ class Neg(Function):
 
 class Pow(Function):
     """a ** p for a real number p; d/da = p * a ** (p - 1)."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, exponent: float = 1.0) -> np.ndarray:
@@ -102,6 +114,8 @@ class Pow(Function):
 class Exp(Function):
     """exp(a); d/da = exp(a), the rounded output."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
@@ -114,6 +128,8 @@ class Exp(Function):
 
 class Log(Function):
     """log(a); d/da = 1 / a."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
@@ -128,6 +144,8 @@ class Log(Function):
 class Sqrt(Function):
     """sqrt(a); d/da = 1 / (2 sqrt(a))."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
@@ -140,6 +158,8 @@ class Sqrt(Function):
 
 class Erf(Function):
     """erf(a) (numba kernel over math.erf); d/da = 2/sqrt(pi) * exp(-a^2)."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
@@ -155,6 +175,8 @@ class Erf(Function):
 
 class Clip(Function):
     """clip(a, lo, hi), rounded; the gradient passes where lo <= a <= hi."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, lo: float = -np.inf, hi: float = np.inf) -> np.ndarray:

@@ -46,6 +46,8 @@ class MatMul(Function):
     without a second pass over a fresh array.
     """
 
+    differentiable_backward = True
+
     @staticmethod
     def output_format(*fmts: Format | None, **params: Any) -> Format | None:
         out_fmt = params.get("out_fmt", "promote")
@@ -73,6 +75,8 @@ class MatMul(Function):
 
 class Linear(Function):
     """relu?(x @ w + b) for x (N, in), w (in, out), b (out,): one rounding of the fp32 sum."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from fpsim import Format
 from nn.engine.tensor import Tensor
+from nn.functions._common import autocast_inputs
 from nn.functions.cast import cast
 from nn.functions.reductions import mean
 
@@ -41,6 +42,8 @@ def normalize(x: Tensor, mu: Tensor, var: Tensor, gamma: Tensor | None, beta: Te
 
 def layer_norm(x: Tensor, gamma: Tensor | None, beta: Tensor | None, axes: Axes,
                epsilon: float, stats_fmt: Format | None) -> Tensor:
-    """Normalize over ``axes`` with the statistics of each sample (LayerNormalization)."""
+    """Normalize over ``axes`` with the statistics of each sample (LayerNormalization); in
+    fp32 inside ``autocast("cuda")`` (PyTorch's CUDA list)."""
+    (x,) = autocast_inputs("layer_norm", x)
     mu, var = moments(x, axes, stats_fmt)
     return normalize(x, mu, var, gamma, beta, epsilon, stats_fmt)

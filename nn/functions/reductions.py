@@ -16,7 +16,7 @@ from nn.engine.autograd import Context, Function
 from nn.engine.formats import at_least_fp32
 from nn.engine.rounding import last_axis_sum
 from nn.engine.tensor import Tensor
-from nn.functions._common import constant
+from nn.functions._common import autocast_inputs, autocast_output, constant
 from nn.functions.shape import BroadcastTo
 
 Axis = int | tuple[int, ...] | None
@@ -47,6 +47,8 @@ class _Reduction(Function):
 class Sum(_Reduction):
     """sum over ``axes`` in fp32; backward broadcasts the gradient."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axes: tuple[int, ...] = (), keepdims: bool = False
                 ) -> np.ndarray:
@@ -61,6 +63,8 @@ class Sum(_Reduction):
 
 class Mean(_Reduction):
     """mean over ``axes`` in fp32; backward broadcasts grad / n."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axes: tuple[int, ...] = (), keepdims: bool = False
@@ -82,6 +86,8 @@ class Mean(_Reduction):
 
 class Max(_Reduction):
     """max over ``axes``; the gradient is shared equally by the tied maxima."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axes: tuple[int, ...] = (), keepdims: bool = False
@@ -106,15 +112,20 @@ def _reduce(cls: type[_Reduction], a: Tensor, axis: Axis, keepdims: bool) -> Ten
 
 
 def sum(a: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Sum in fp32 (FP32 result; float64 under "float64")."""
-    return _reduce(Sum, a, axis, keepdims)
+    """Sum in fp32 (FP32 result; float64 under "float64"; in a's format inside
+    ``autocast("cpu")``, as PyTorch's CPU autocast)."""
+    (a,) = autocast_inputs("sum", a)
+    return autocast_output("sum", a, _reduce(Sum, a, axis, keepdims))
 
 
 def mean(a: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Mean in fp32 (FP32 result)."""
-    return _reduce(Mean, a, axis, keepdims)
+    """Mean in fp32 (FP32 result; in a's format inside ``autocast``, as PyTorch's)."""
+    (a,) = autocast_inputs("mean", a)
+    return autocast_output("mean", a, _reduce(Mean, a, axis, keepdims))
 
 
 def max(a: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Maximum (exact), returned in FP32 like the other reductions."""
-    return _reduce(Max, a, axis, keepdims)
+    """Maximum (exact), returned in FP32 like the other reductions (in a's format inside
+    ``autocast``)."""
+    (a,) = autocast_inputs("max", a)
+    return autocast_output("max", a, _reduce(Max, a, axis, keepdims))

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from fpsim import FP32
+from fpsim import FP32, Format
 from nn.engine.autograd import Context, Function, is_grad_enabled
 from nn.engine.rounding import sum_to_shape
 from nn.engine.tensor import Tensor
@@ -14,6 +14,8 @@ from nn.engine.tensor import Tensor
 
 class Reshape(Function):
     """The same values in a new shape."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, shape: tuple[int, ...] = ()) -> np.ndarray:
@@ -29,6 +31,8 @@ class Reshape(Function):
 
 class Transpose(Function):
     """Axes permuted (reversed when ``axes`` is None); backward applies the inverse permutation."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, axes: Any = None) -> np.ndarray:
@@ -47,6 +51,8 @@ class BroadcastTo(Function):
     """A read-only broadcast view (of ``a`` reshaped to ``kept`` first, if given: the backward
     of a reduction); the engine sums the gradient back to the input's shape."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(
         ctx: Context, a: np.ndarray, shape: tuple[int, ...] = (), kept: Any = None
@@ -61,9 +67,28 @@ class BroadcastTo(Function):
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         kept = ctx.saved["kept"]
         if kept is not None and kept != ctx.inputs[0].shape:
-            return Tensor._make(sum_to_shape(grad.data, kept).reshape(ctx.inputs[0].shape),
-                                grad.fmt)
+            return SumTo.apply(grad, kept=kept, shape=ctx.inputs[0].shape)
         return grad
+
+
+class SumTo(Function):
+    """``grad`` summed (fp32 sums) to the shape ``kept`` and reshaped to ``shape``: the backward
+    of ``BroadcastTo`` with ``kept``; its own backward is that broadcast."""
+
+    differentiable_backward = True
+
+    @staticmethod
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
+        return fmts[0]
+
+    @staticmethod
+    def forward(ctx: Context, g: np.ndarray, kept: Any = None, shape: Any = None) -> np.ndarray:
+        ctx.saved["kept"] = kept
+        return sum_to_shape(g, kept).reshape(shape)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return BroadcastTo.apply(grad, shape=ctx.inputs[0].shape, kept=ctx.saved["kept"])
 
 
 class GetItem(Function):
@@ -73,6 +98,8 @@ class GetItem(Function):
     format) so that the engine rounds it once to ``a``'s format: with repeated indices under
     fp16, the sum of several fp16 gradients is rounded, not passed on unrounded."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, index: Any = None) -> np.ndarray:
         ctx.saved["index"] = index
@@ -80,10 +107,29 @@ class GetItem(Function):
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        a = ctx.inputs[0]
-        full = np.zeros(a.shape, dtype=grad.data.dtype)
-        np.add.at(full, ctx.saved["index"], grad.data)
-        return Tensor._make(full, None if grad.fmt is None else FP32)
+        return ScatterAdd.apply(grad, shape=ctx.inputs[0].shape, index=ctx.saved["index"])
+
+
+class ScatterAdd(Function):
+    """zeros(shape) with ``g`` added at ``index`` (fp32 sums, labelled FP32): ``GetItem``'s
+    backward; its own backward is ``g[index]``."""
+
+    differentiable_backward = True
+
+    @staticmethod
+    def output_format(*fmts: Format | None, **params: Any) -> Format | None:
+        return None if fmts[0] is None else FP32
+
+    @staticmethod
+    def forward(ctx: Context, g: np.ndarray, shape: Any = None, index: Any = None) -> np.ndarray:
+        ctx.saved["index"] = index
+        full = np.zeros(shape, dtype=g.dtype)
+        np.add.at(full, index, g)
+        return full
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return GetItem.apply(grad, index=ctx.saved["index"])
 
 
 def _untracked(a: Tensor) -> bool:

@@ -2,22 +2,27 @@
 
 ``with nn.autocast("cpu", dtype="float16"): out = model(x)`` makes the ops of the block pick
 their format by *op*, whatever the policy of the layer they run in (PyTorch's semantics). What
-each op does is one table, ``CAST_POLICY``, keyed by device and op as PyTorch's
-``autocast_mode.cpp`` lists ``KERNEL_CPU(op, lower_precision_fp)`` and ``KERNEL_CPU(op,
-fp32)``; each op's wrapper asks it through ``nn.functions._common.autocast_inputs``:
+each op does is one table per device, ``CAST_POLICY``, as PyTorch's ``autocast_mode.cpp`` lists
+``KERNEL_CPU(op, lower_precision_fp)`` / ``KERNEL_CPU(op, fp32)`` and ``KERNEL_CUDA(...)``;
+``autocast("cpu")`` follows the CPU lists, ``autocast("cuda")`` the CUDA ones (both emulated
+on the CPU). Each op's wrapper asks the table through
+``nn.functions._common.autocast_inputs``; ``help(autocast)`` prints it. The rules:
 
 - ``LOWER`` ops run in the autocast format: ``matmul`` (``a @ b``) and ``linear``
   (``Dense``, ``nn.Linear``; convolutions and attention route their products through these
   two). Their inputs are cast to the autocast format (a ``Cast`` op: the gradient is cast
   back to each input's own format, e.g. fp32 for master weights), the products are summed in
   fp32 and rounded once to the autocast format.
-- ``FP32`` ops run in fp32 and return FP32: ``softmax``, ``log_softmax``, ``exp``, ``log``,
-  ``pow``.
+- ``FP32`` ops run in fp32 and return FP32: on "cuda" ``softmax``, ``log_softmax``, ``exp``,
+  ``log``, ``pow``, ``sum``, ``layer_norm`` and the cross-entropy; on "cpu" only the
+  cross-entropy (PyTorch's CPU list keeps softmax, exp, pow... in bfloat16).
+- ``INPUT`` ops (the reductions ``sum``/``mean``/``max`` on "cpu", ``mean``/``max`` on "cuda")
+  compute in fp32 and round the result once to the input's format, as PyTorch returns an
+  unlisted reduction in its input's dtype (outside autocast nn's reductions return FP32).
 - ``PROMOTE`` ops (relu, add, reshape, ...) run in the format of their inputs (the usual
-  promotion), so an fp16 activation stays fp16 and fp16 + fp32 gives fp32. Some of them
-  compute in fp32 whatever autocast says (nn's own rule, not autocast's): the reductions
-  ``sum``/``mean``, every loss, and the statistics of the normalization ops (see
-  ``nn.layers.statistics``).
+  promotion), so an fp16 activation stays fp16 and fp16 + fp32 gives fp32. Every loss
+  computes in fp32 whatever autocast says (nn's own rule), and so do the statistics of the
+  normalization layers (see ``nn.layers.statistics``).
 - layers do not apply their policy's casts inside the block: the input is taken as it comes
   and a variable is read in its own format (the fp32 master weight), so each eligible op
   casts a weight once, from fp32, as PyTorch does.
@@ -36,36 +41,66 @@ does nothing to a model built before the ``with``.
 from __future__ import annotations
 
 import contextvars
+import textwrap
+import threading
 from typing import Any
 
 from fpsim import Format
-from nn.engine.checks import device
 from nn.engine.formats import resolve_format
 
-_ACTIVE: contextvars.ContextVar[Format | None] = contextvars.ContextVar(
-    "nn_autocast", default=None)
+_ACTIVE: contextvars.ContextVar[tuple[Format, str] | None] = contextvars.ContextVar(
+    "nn_autocast", default=None)  # (format, device_type) of this thread's innermost block
 
-LOWER, FP32, PROMOTE = "lower", "fp32", "promote"
-
-_CPU_LOWER = ("matmul", "linear")
-_CPU_FP32 = ("softmax", "log_softmax", "exp", "log", "pow")
-_CPU_PROMOTE = (
-    "accumulated_linear", "accumulated_matmul", "add", "attention", "broadcast_to", "cast",
-    "clip", "conv2d", "div", "dropout", "embedding", "erf", "gelu", "getitem", "layer_norm",
-    "leaky_relu", "max", "max_pool2d", "mean", "moments", "mul", "neg", "normalize", "patches",
-    "relu", "relu_grad", "reshape", "sigmoid", "sparse_softmax_cross_entropy", "sqrt", "sub",
-    "sum", "tanh", "transpose",
-)
-CAST_POLICY: dict[str, dict[str, str]] = {
-    "cpu": {**dict.fromkeys(_CPU_LOWER, LOWER), **dict.fromkeys(_CPU_FP32, FP32),
-            **dict.fromkeys(_CPU_PROMOTE, PROMOTE)},
+LOWER, FP32, PROMOTE, INPUT = "lower", "fp32", "promote", "input"
+RULES = {
+    LOWER: "inputs cast to the autocast format; products summed in fp32, rounded once to it",
+    FP32: "inputs widened to fp32 (exact); computed in fp32 and returned in FP32",
+    PROMOTE: "run in the format of their inputs (the usual promotion)",
+    INPUT: "computed in fp32, the result rounded once to the input's format",
 }
-"""device -> op (its ``nn.functions`` name) -> what autocast does to its inputs."""
+"""Each rule in one line (``help(autocast)`` shows them with the table)."""
+
+_OURS = (  # nn's own ops, or ops that route their products through matmul / linear
+    "accumulated_linear", "accumulated_matmul", "attention", "broadcast_to", "cast", "clip",
+    "conv2d", "dropout", "embedding", "erf", "gelu", "getitem", "leaky_relu", "max_pool2d",
+    "moments", "normalize", "patches", "relu", "relu_grad", "reshape", "sigmoid", "sqrt",
+    "tanh", "transpose", "add", "sub", "mul", "div", "neg",
+)
+# PyTorch's tables (aten/src/ATen/autocast_mode.cpp, torch 2.x; the CPU one probed on torch 2.13
+# CPU in tests/nn/precision/test_autocast.py): ``KERNEL_CPU(op, lower_precision_fp)`` /
+# ``KERNEL_CPU(op, fp32)`` and ``KERNEL_CUDA(op, ...)``, in nn's op names. An op in neither list
+# runs in its input's dtype; nn's reductions return FP32 outside autocast (nn's rule), so inside
+# they take INPUT where PyTorch returns the input's dtype.
+_CPU = {
+    LOWER: ("matmul", "linear"),
+    FP32: ("sparse_softmax_cross_entropy",),  # cross_entropy_loss, nll_loss
+    INPUT: ("sum", "mean", "max"),
+    PROMOTE: ("softmax", "log_softmax", "exp", "log", "pow", "layer_norm", *_OURS),
+}
+_CUDA = {
+    LOWER: ("matmul", "linear"),
+    FP32: ("softmax", "log_softmax", "exp", "log", "pow", "sum", "layer_norm",
+           "sparse_softmax_cross_entropy"),
+    INPUT: ("mean", "max"),
+    PROMOTE: _OURS,
+}
+CAST_POLICY: dict[str, dict[str, str]] = {
+    device: {op: rule for rule, ops in table.items() for op in ops}
+    for device, table in (("cpu", _CPU), ("cuda", _CUDA))
+}
+"""device -> op (its ``nn.functions`` name) -> what autocast does to it (a rule of ``RULES``)."""
+
+DEFAULT_DTYPE = {"cpu": "bfloat16", "cuda": "float16"}
+"""PyTorch's default autocast dtype per device (``torch.get_autocast_dtype``)."""
 
 
-def cast_policy(op: str, device_type: str = "cpu") -> str:
-    """``LOWER``, ``FP32`` or ``PROMOTE``: what autocast does to ``op``'s inputs on
-    ``device_type`` (``CAST_POLICY``); a KeyError names an op the table lacks."""
+def cast_policy(op: str, device_type: str | None = None) -> str:
+    """``LOWER``, ``FP32``, ``PROMOTE`` or ``INPUT``: what autocast does to ``op`` on
+    ``device_type`` (default: the active autocast's device, else "cpu"; ``CAST_POLICY``); a
+    KeyError names an op the table lacks."""
+    if device_type is None:
+        state = _ACTIVE.get()
+        device_type = "cpu" if state is None else state[1]
     try:
         return CAST_POLICY[device_type][op]
     except KeyError:
@@ -73,9 +108,29 @@ def cast_policy(op: str, device_type: str = "cpu") -> str:
                        f"{device_type!r}; add one") from None
 
 
+def policy_table() -> str:
+    """``CAST_POLICY`` as text, per device and rule (the tail of ``autocast``'s docstring)."""
+    lines = []
+    for device, table in CAST_POLICY.items():
+        lines.append(f"    device_type={device!r} (default dtype {DEFAULT_DTYPE[device]}):")
+        for rule, meaning in RULES.items():
+            ops = sorted(op for op, r in table.items() if r == rule)
+            lines.append(f"      {rule}: {meaning}:")
+            lines.append(textwrap.fill(", ".join(ops), 92, initial_indent="        ",
+                                       subsequent_indent="        "))
+    return "\n".join(lines)
+
+
 def active_format() -> Format | None:
     """The autocast format of this thread's innermost enabled ``autocast``, else None."""
-    return _ACTIVE.get()
+    state = _ACTIVE.get()
+    return None if state is None else state[0]
+
+
+def active_device() -> str | None:
+    """The device_type of this thread's innermost enabled ``autocast``, else None."""
+    state = _ACTIVE.get()
+    return None if state is None else state[1]
 
 
 def is_autocast_enabled() -> bool:
@@ -83,16 +138,29 @@ def is_autocast_enabled() -> bool:
     return _ACTIVE.get() is not None
 
 
+def _device_type(value: object) -> str:
+    """"cpu" or "cuda" (a device index is accepted and ignored), else a ValueError."""
+    if isinstance(value, str):
+        name = value.strip().lower().split(":")[0]
+        if name in CAST_POLICY:
+            return name
+    raise ValueError(f"autocast: device_type={value!r} is not one of {sorted(CAST_POLICY)} "
+                     "(each picks that device's PyTorch op lists; every op is emulated on "
+                     "the CPU)")
+
+
 class autocast:  # noqa: N801 (PyTorch's spelling: used as ``with nn.autocast(...):``)
-    """Run eligible ops in ``dtype`` and range-hungry ops in fp32 (see the module docstring).
+    """Run eligible ops in ``dtype`` and range-hungry ops in fp32, as PyTorch's autocast on
+    ``device_type`` does (the op lists are that device's; see the module docstring).
 
     Parameters
     ----------
     device_type:
-        "cpu" (fpsim emulates every format on the CPU; "cuda" and others raise).
+        "cpu" or "cuda": whose op lists apply (every op is emulated on the CPU either way).
     dtype:
         The lower-precision format: "float16", "bfloat16", an fpsim format name or a
-        ``fpsim.Format``. Default: "bfloat16", PyTorch's default for device_type="cpu".
+        ``fpsim.Format``. Default: PyTorch's for the device (bfloat16 on "cpu", float16 on
+        "cuda").
     enabled:
         False makes the block a no-op (and switches off an enclosing autocast, as in PyTorch).
     cache_enabled:
@@ -100,28 +168,46 @@ class autocast:  # noqa: N801 (PyTorch's spelling: used as ``with nn.autocast(..
         every use, which gives the same values).
 
     Reusable and re-entrant; nested blocks restore the outer state on exit. Also usable as a
-    decorator: ``@nn.autocast("cpu")``.
+    decorator: ``@nn.autocast("cpu")``. The state is per thread, as PyTorch's: a block entered
+    in one thread and exited in another raises there (RuntimeError) and leaves the entering
+    thread's state as it was; that thread's own exit then restores it.
+
+    The op lists, per device (``CAST_POLICY``)::
+
+{table}
     """
 
     def __init__(self, device_type: str = "cpu", dtype: Any = None, enabled: bool = True,
                  cache_enabled: bool | None = None) -> None:
-        self.device_type = device("device_type", device_type)
+        self.device_type = _device_type(device_type)
         if not isinstance(enabled, bool):
             raise TypeError(f"autocast: enabled must be True or False, got {enabled!r}")
-        fmt = resolve_format("bfloat16" if dtype is None else dtype, "autocast: dtype")
+        fmt = resolve_format(DEFAULT_DTYPE[self.device_type] if dtype is None else dtype,
+                             "autocast: dtype")
         if fmt is None:
             raise ValueError("autocast: dtype='float64' is not a lower-precision format; use "
                              "'float16', 'bfloat16' or an fpsim format name")
         self.fast_dtype: Format = fmt
         self.enabled = enabled
-        self._tokens: list[contextvars.Token[Format | None]] = []
+        # (thread id, token) per entry: each thread exits its own entries
+        self._tokens: list[tuple[int, contextvars.Token[tuple[Format, str] | None]]] = []
 
     def __enter__(self) -> autocast:
-        self._tokens.append(_ACTIVE.set(self.fast_dtype if self.enabled else None))
+        state = (self.fast_dtype, self.device_type) if self.enabled else None
+        self._tokens.append((threading.get_ident(), _ACTIVE.set(state)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _ACTIVE.reset(self._tokens.pop())
+        me = threading.get_ident()
+        for i in range(len(self._tokens) - 1, -1, -1):
+            if self._tokens[i][0] == me:
+                _ACTIVE.reset(self._tokens.pop(i)[1])
+                return
+        owners = sorted({t for t, _ in self._tokens})
+        raise RuntimeError(
+            f"autocast exited in thread {me}, which never entered it (entered in thread(s) "
+            f"{owners}): autocast state is per thread, so a block must be exited in the thread "
+            f"that entered it; the entering thread's autocast is left as it was")
 
     def __call__(self, fn: Any) -> Any:
         import functools
@@ -137,11 +223,15 @@ class autocast:  # noqa: N801 (PyTorch's spelling: used as ``with nn.autocast(..
                 f"enabled={self.enabled})")
 
 
+if autocast.__doc__:  # (None under python -OO)
+    autocast.__doc__ = autocast.__doc__.replace("{table}", policy_table())
+
+
 class disabled:  # noqa: N801 (a context manager, like ``no_grad``)
     """Switch autocast off inside (backward passes use it)."""
 
     def __init__(self) -> None:
-        self._token: contextvars.Token[Format | None] | None = None
+        self._token: contextvars.Token[tuple[Format, str] | None] | None = None
 
     def __enter__(self) -> None:
         self._token = _ACTIVE.set(None)

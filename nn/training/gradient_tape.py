@@ -25,17 +25,32 @@ Decisions (where nn's engine differs from TensorFlow's):
   ``GradientTape(persistent=True)`` answers any number of times.
 - A non-scalar target is differentiated as its sum (TF's rule); ``output_gradients`` sets the
   upstream gradient instead.
+- Nested tapes take higher derivatives, as TF's: ``gradient`` called while another tape of this
+  thread is recording (inside its ``with``) records its own computation (the engine's
+  ``create_graph``), so the outer tape can differentiate the answer::
+
+      with nn.GradientTape() as outer:
+          with nn.GradientTape() as inner:
+              y = w * w * w
+          dy = inner.gradient(y, w)      # 3 w^2, recorded
+      d2y = outer.gradient(dy, w)        # 6 w: 18 at w = 3
+
+  An op whose backward is not written in differentiable ops raises there, naming the op.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nn.engine.autograd import gradients, no_grad
 from nn.engine.tensor import Tensor
 from nn.precision.autocast import disabled as autocast_disabled
+
+_RECORDING: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar(
+    "nn_tapes", default=())  # ids of this thread's tapes inside their ``with`` block
 
 
 class GradientTape:
@@ -58,9 +73,16 @@ class GradientTape:
         self._used = False
 
     def __enter__(self) -> GradientTape:
+        _RECORDING.set((*_RECORDING.get(), id(self)))
         return self
 
     def __exit__(self, *exc: object) -> None:
+        stack = list(_RECORDING.get())
+        if id(self) in stack:
+            stack.reverse()
+            stack.remove(id(self))
+            stack.reverse()
+            _RECORDING.set(tuple(stack))
         for t in self._restore:
             t.requires_grad = False
         self._restore.clear()
@@ -93,8 +115,11 @@ class GradientTape:
                             f"loss), got {type(target).__name__}; sum several targets first")
         flat, rebuild = _flatten(sources)
         self._used = True
+        # recorded (a higher derivative) when another tape of this thread is recording
+        nested = any(t != id(self) for t in _RECORDING.get())
         with autocast_disabled():  # a backward runs each op in its forward's formats
-            grads = gradients(target, flat, output_gradients, frozenset(self._watched))
+            grads = gradients(target, flat, output_gradients, frozenset(self._watched),
+                              create_graph=nested)
         if not self.watch_accessed_variables:
             watched = self._watched
             grads = [g if id(s) in watched else None for g, s in zip(grads, flat, strict=True)]

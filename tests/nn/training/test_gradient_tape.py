@@ -138,3 +138,32 @@ def test_stop_recording_records_no_graph():
         with tape.stop_recording():
             y = w * 2.0
     assert not y.requires_grad
+
+
+def test_nested_tapes_give_the_second_derivative_as_tensorflow():
+    """TensorFlow: d2(w^3)/dw2 at w = 3 is 18 (issue 26's nested tape, once None)."""
+    w = nn.Variable(np.float32(3.0), fmt="float32")
+    with nn.GradientTape() as outer:
+        with nn.GradientTape() as inner:
+            y = w * w * w
+        dy = inner.gradient(y, w)
+    assert dy.item() == 27.0
+    assert outer.gradient(dy, w).item() == 18.0
+
+
+def test_a_tape_outside_any_other_records_nothing_extra():
+    w = nn.Variable(np.float32(3.0), fmt="float32")
+    with nn.GradientTape() as tape:
+        y = w * w * w
+    dy = tape.gradient(y, w)
+    assert not dy.requires_grad
+
+
+def test_nested_tapes_through_an_op_without_double_backward_raise_naming_it():
+    x = nn.Variable(np.arange(12, dtype=np.float32).reshape(1, 2, 6, 1), fmt="float32")
+    with nn.GradientTape() as outer:
+        with nn.GradientTape() as inner:
+            y = (nn.functions.max_pool2d(x, 2, 2) ** 2.0).sum()
+        dy = inner.gradient(y, x)
+    with pytest.raises(RuntimeError, match="MaxPool2D has no double backward"):
+        outer.gradient((dy * dy).sum(), x)
