@@ -139,6 +139,14 @@ class Function:
     """True when ``backward`` is written in differentiable tensor ops only (no raw arrays), so
     ``create_graph=True`` can differentiate through it; see the module docstring."""
 
+    checks_output: ClassVar[bool] = False
+    """True for ops defined outside nn (set by ``__init_subclass__``): ``apply`` then refuses a
+    forward output that does not lie in the output format (``check_in_format``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.checks_output = cls.__module__.split(".")[0] not in ("nn", "fpsim")
+
     # Declared as a callable, not a method, so that each op's forward names its own arrays and
     # parameters (``forward(ctx, a, b)``) without breaking the base class's signature.
     forward: ClassVar[Callable[..., np.ndarray]]
@@ -163,12 +171,37 @@ class Function:
                       current_scope())
         out = cls.forward(ctx, *[t.data for t in inputs], **params)
         ctx.out = out if type(out) is np.ndarray else np.asarray(out)
+        if cls.checks_output:
+            check_in_format(cls.__name__, ctx.out, ctx.fmt)
         ctx.needs_input_grad = needs = tuple([t.requires_grad for t in inputs])
         if _GRAD_ENABLED.get() and True in needs:
             t = Tensor._make(ctx.out, ctx.fmt, cls, ctx)
             ctx.out_ref = weakref.ref(t)
             return t
         return Tensor._make(ctx.out, ctx.fmt)
+
+
+def check_in_format(op: str, values: np.ndarray, fmt: Format | None) -> None:
+    """Refuse (ValueError) ``values`` that do not all lie in ``fmt`` in its carrier: a custom
+    op's forward must round its output to the format it is labelled with (nn rounds nothing
+    after a forward; we refuse rather than round, so the port's missing rounding shows)."""
+    carrier = np.float64 if fmt is None else np.float32
+    if values.dtype != carrier:
+        raise ValueError(f"{op}.forward returned a {values.dtype} array; the output format "
+                         f"{'float64' if fmt is None else fmt.name} is carried in "
+                         f"{np.dtype(carrier).name}")
+    if fmt is None:
+        return
+    rounded = round_array(values.copy(), fmt)
+    same = (rounded == values) | (np.isnan(rounded) & np.isnan(values))
+    if not same.all():
+        i = int(np.argmin(same.reshape(-1)))
+        bad, near = values.reshape(-1)[i], rounded.reshape(-1)[i]
+        raise ValueError(
+            f"{op}.forward returned values that are not {fmt.name} numbers (e.g. {float(bad)!r}, "
+            f"which rounds to {fmt.name} as {float(near)!r}): round the output to the op's "
+            f"format (nn.engine.rounding.round_array(out, ctx.fmt)) or label it with the "
+            f"format it is in (output_format)")
 
 
 class FitGradient(Function):

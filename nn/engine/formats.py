@@ -37,6 +37,9 @@ def resolve_format(fmt: FormatLike, what: str = "fmt") -> Format | None:
     try:
         return fpsim.get_format(fmt)
     except (ValueError, TypeError):
+        if type(fmt).__name__ == "DType" and hasattr(fmt, "format"):  # nn.DType (above us)
+            found: Format | None = getattr(fmt, "format")  # noqa: B009 (a property, not str's)
+            return found
         names = [*fpsim.known_names(), "float64"]
         raise ValueError(
             f"{what}={fmt!r} is not a format{did_you_mean(fmt, names)}; pass a Format or one "

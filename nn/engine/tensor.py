@@ -81,7 +81,8 @@ class Tensor:
 
     ``fmt`` is a Format, a format name, ``"float64"``/None (float64 carrier, never rounded) or
     ``"auto"``: FP32, or float64 under the "float64" policy. The data are copied and rounded to
-    ``fmt`` (nearest-even).
+    ``fmt`` (nearest-even). ``dtype`` is PyTorch's and Keras's name for the same argument (a
+    format name or a ``DType`` such as ``x.dtype``); give one of the two.
     """
 
     __array_priority__ = 1000.0  # ndarray (op) Tensor defers to the Tensor's reflected operator
@@ -92,7 +93,14 @@ class Tensor:
         fmt: FormatLike = "auto",
         requires_grad: bool = False,
         name: str | None = None,
+        *,
+        dtype: Any = None,
     ) -> None:
+        if dtype is not None:
+            if not _is_auto(fmt):
+                raise ValueError(f"Tensor: got both fmt={fmt!r} and dtype={dtype!r}; pass one "
+                                 "(dtype is PyTorch's and Keras's name for fmt)")
+            fmt = resolve_format(dtype, "dtype")
         fmt = default_tensor_format() if _is_auto(fmt) else resolve_format(fmt)
         if not isinstance(requires_grad, (bool, np.bool_)):
             raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
@@ -263,14 +271,78 @@ class Tensor:
         return _op("getitem")(self, index)
 
     # --- methods ----------------------------------------------------------------------------------
-    def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False, *,
+            dim: int | tuple[int, ...] | None = None, keepdim: bool | None = None) -> Tensor:
+        """Sum over ``axis`` (``dim``, ``keepdim``: PyTorch's spellings)."""
+        axis, keepdims = _axis_args("sum", axis, keepdims, dim, keepdim)
         return _op("sum")(self, axis=axis, keepdims=keepdims)
 
-    def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False, *,
+             dim: int | tuple[int, ...] | None = None, keepdim: bool | None = None) -> Tensor:
+        """Mean over ``axis`` (``dim``, ``keepdim``: PyTorch's spellings)."""
+        axis, keepdims = _axis_args("mean", axis, keepdims, dim, keepdim)
         return _op("mean")(self, axis=axis, keepdims=keepdims)
 
-    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False, *,
+            dim: Any = None) -> Tensor:
+        """The maximum over ``axis`` (values only). PyTorch's ``max(dim=)`` returns (values,
+        indices) and is refused rather than answered with the values alone."""
+        if dim is not None:
+            raise TypeError(f"max(dim={dim!r}) returns (values, indices) in PyTorch; nn's "
+                            f"max returns the values only: spell it max(axis={dim!r})")
         return _op("max")(self, axis=axis, keepdims=keepdims)
+
+    # --- PyTorch's tensor methods ---------------------------------------------------------------
+    def pow(self, exponent: float) -> Tensor:
+        """``self ** exponent`` (PyTorch's ``Tensor.pow``)."""
+        return _op("pow")(self, exponent)
+
+    def mm(self, other: Tensor) -> Tensor:
+        """The matrix product of two 2-d tensors (PyTorch's ``Tensor.mm``)."""
+        if self.ndim != 2 or getattr(other, "ndim", 0) != 2:
+            raise ValueError(f"mm: both operands must be 2-d, got shapes {self.shape} and "
+                             f"{getattr(other, 'shape', None)} (use @ / matmul for batches)")
+        return _op("matmul")(self, self._lift(other))
+
+    def t(self) -> Tensor:
+        """The transpose of a tensor of at most 2 dimensions (PyTorch's ``Tensor.t``)."""
+        if self.ndim > 2:
+            raise ValueError(f"t() expects a tensor of at most 2 dimensions, got shape "
+                             f"{self.shape} (use transpose(axes) for more)")
+        return self if self.ndim < 2 else _op("transpose")(self, None)
+
+    def to(self, dtype: Any) -> Tensor:
+        """This tensor in format ``dtype`` (a ``Cast``, differentiable; PyTorch's ``to``)."""
+        if isinstance(dtype, str) and dtype.strip().lower().split(":")[0] in ("cpu", "cuda"):
+            raise TypeError(f"to({dtype!r}): nn tensors have no device (every format is "
+                            "emulated on the CPU); pass a dtype, e.g. to(torch.float16)")
+        return _op("cast")(self, dtype)
+
+    def float(self) -> Tensor:
+        """``to(float32)``."""
+        return self.to("float32")
+
+    def half(self) -> Tensor:
+        """``to(float16)``."""
+        return self.to("float16")
+
+    def bfloat16(self) -> Tensor:
+        """``to(bfloat16)``."""
+        return self.to("bfloat16")
+
+    def dim(self) -> int:
+        """The number of dimensions (PyTorch's ``dim()``)."""
+        return self.ndim
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place on a leaf and return the tensor (PyTorch's)."""
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TypeError(f"requires_grad_ takes True or False, got {requires_grad!r}")
+        if not self.is_leaf:
+            raise RuntimeError("requires_grad_ on a non-leaf tensor: it already records its "
+                               "history; use detach() for a new leaf")
+        self.requires_grad = bool(requires_grad)
+        return self
 
     def reshape(self, *shape: Any) -> Tensor:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -352,6 +424,19 @@ class Variable(Tensor):
 
     # variables are leaves: hashing by identity lets them key dicts (optimizer slots)
     __hash__ = object.__hash__
+
+
+def _axis_args(op: str, axis: Any, keepdims: bool, dim: Any, keepdim: bool | None
+               ) -> tuple[Any, bool]:
+    """(axis, keepdims) from nn's and PyTorch's spellings; both of one pair: a ValueError."""
+    if dim is not None:
+        if axis is not None:
+            raise ValueError(f"{op}: got both axis={axis!r} and dim={dim!r}; pass one (dim is "
+                             "PyTorch's spelling)")
+        axis = dim
+    if keepdim is not None:
+        keepdims = keepdim
+    return axis, bool(keepdims)
 
 
 def _is_auto(fmt: object) -> bool:

@@ -54,7 +54,10 @@ class Sum(_Reduction):
                 ) -> np.ndarray:
         ctx.saved["kept"] = _kept_shape(a.shape, axes)
         fast = last_axis_sum(a, axes, keepdims)
-        return np.asarray(a.sum(axis=axes, keepdims=keepdims)) if fast is None else fast
+        if fast is not None:
+            return fast
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN, as in IEEE
+            return np.asarray(a.sum(axis=axes, keepdims=keepdims))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -74,9 +77,10 @@ class Mean(_Reduction):
         fast = last_axis_sum(a, axes, keepdims) if a.size else None
         if fast is not None:  # np.mean's own division: by an intp count, in place, unsafe cast
             return np.true_divide(fast, np.intp(a.shape[-1]), out=fast, casting="unsafe")
-        return np.asarray(np.mean(a, axis=axes, keepdims=keepdims)) if a.size else np.asarray(
-            np.nan, dtype=a.dtype
-        )
+        if not a.size:
+            return np.asarray(np.nan, dtype=a.dtype)
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN, as in IEEE
+            return np.asarray(np.mean(a, axis=axes, keepdims=keepdims))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:

@@ -4,7 +4,7 @@ the argument rules shared by the optimizers (``learning_rate`` vs ``lr``, params
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -137,6 +137,15 @@ class Optimizer:
     @lr.setter
     def lr(self, value: float) -> None:
         self._learning_rate = number("lr", value, lo=0.0, hi=math.inf)
+
+    @property
+    def param_groups(self) -> list[ParamGroup]:
+        """PyTorch's ``optimizer.param_groups``: one group holding every param, whose ``"lr"``
+        entry *is* this optimizer's learning rate (reading it reads ``lr``, writing it sets
+        ``lr``: what LR schedulers do), plus any other entries they store (``initial_lr``)."""
+        if getattr(self, "_param_groups", None) is None:
+            self._param_groups = [ParamGroup(self)]
+        return self._param_groups
 
     # ---- variables and slots -------------------------------------------------------------
     @property
@@ -275,11 +284,14 @@ class Optimizer:
         return cls(**config)
 
     def state_dict(self) -> dict[str, Any]:
-        """Copies of the mutable state: ``iterations``, variable names and slots (in order)."""
+        """Copies of the mutable state: ``iterations``, variable names and slots (in order),
+        and ``param_groups`` (the learning rate and what schedulers stored beside it)."""
+        group = self.param_groups[0]
         return {
             "iterations": self.iterations,
             "variables": [_name_of(v) for v in self._variables],
             "slots": [{k: a.copy() for k, a in s.items()} for s in self._slots],
+            "param_groups": [{k: group[k] for k in group if k != "params"}],
         }
 
     def load_state_dict(self, state: dict[str, Any], variables: Iterable[Any] | None = None
@@ -298,6 +310,13 @@ class Optimizer:
             raise ValueError(f"{self.name}: not an optimizer state dict ({e!r}); expected keys "
                              "'iterations' and 'slots'") from None
         iterations = count(f"{self.name}: iterations", iterations)
+        groups = state.get("param_groups")
+        if groups is not None:  # (absent from states saved before param_groups existed)
+            if not (isinstance(groups, (list, tuple)) and len(groups) == 1
+                    and isinstance(groups[0], dict) and "lr" in groups[0]):
+                raise ValueError(f"{self.name}: param_groups must be one group with an 'lr', "
+                                 f"got {groups!r:.100}")
+            lr = number("param_groups[0]['lr']", groups[0]["lr"], lo=0.0, hi=math.inf)
         if not slots and iterations == 0:
             # saved before the first step: nothing was built, and fresh slots (zeros) are
             # exactly what that optimizer would have built
@@ -305,6 +324,8 @@ class Optimizer:
                 for arr in mine.values():
                     arr[...] = 0
             self.iterations = 0
+            if groups is not None:
+                self._load_group(groups[0], lr)
             return
         if len(slots) != len(self._slots):
             raise ValueError(f"{self.name}: state holds slots for {len(slots)} variables, this "
@@ -323,10 +344,58 @@ class Optimizer:
             for k, arr in saved.items():
                 np.copyto(mine[k], arr)
         self.iterations = iterations
+        if groups is not None:
+            self._load_group(groups[0], lr)
+
+    def _load_group(self, saved: dict[str, Any], lr: float) -> None:
+        group = self.param_groups[0]
+        for k, v in saved.items():
+            if k != "lr":
+                group[k] = v
+        self.lr = lr
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "name")
         return f"{type(self).__name__}({args})"
+
+
+class ParamGroup(MutableMapping[str, Any]):
+    """One entry of ``Optimizer.param_groups``: ``"params"`` (the optimizer's params) and
+    ``"lr"`` (its learning rate, live) plus entries of one's own (``"initial_lr"``)."""
+
+    def __init__(self, optimizer: Optimizer) -> None:
+        self._optimizer = optimizer
+        self._extra: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "lr":
+            return self._optimizer.lr
+        if key == "params":
+            return self._optimizer._require_params("param_groups")
+        return self._extra[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key == "lr":
+            self._optimizer.lr = value
+        elif key == "params":
+            raise KeyError("param_groups[0]['params'] is fixed when the optimizer is built "
+                           "(nn optimizers hold one group)")
+        else:
+            self._extra[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key in ("lr", "params"):
+            raise KeyError(f"param_groups[0][{key!r}] cannot be deleted")
+        del self._extra[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from ("params", "lr", *self._extra)
+
+    def __len__(self) -> int:
+        return 2 + len(self._extra)
+
+    def __repr__(self) -> str:
+        return f"ParamGroup(lr={self._optimizer.lr!r}, {self._extra!r})"
 
 
 def _slot_format(cls_name: str, slot_dtype: str | None) -> tuple[str | None, Any]:

@@ -133,9 +133,25 @@ def active_device() -> str | None:
     return None if state is None else state[1]
 
 
-def is_autocast_enabled() -> bool:
-    """True inside an enabled ``autocast`` block (in this thread)."""
-    return _ACTIVE.get() is not None
+def is_autocast_enabled(device_type: str | None = None) -> bool:
+    """True inside an enabled ``autocast`` block (in this thread); with ``device_type``, one
+    for that device (PyTorch's ``torch.is_autocast_enabled(device_type)``)."""
+    state = _ACTIVE.get()
+    if state is None:
+        return False
+    return device_type is None or state[1] == _device_type(device_type)
+
+
+def get_autocast_dtype(device_type: str) -> Format:
+    """The format autocast on ``device_type`` runs in: the active block's if it is for that
+    device, else the device's default (PyTorch's ``torch.get_autocast_dtype``)."""
+    device = _device_type(device_type)
+    state = _ACTIVE.get()
+    if state is not None and state[1] == device:
+        return state[0]
+    fmt = resolve_format(DEFAULT_DTYPE[device])
+    assert fmt is not None
+    return fmt
 
 
 def _device_type(value: object) -> str:

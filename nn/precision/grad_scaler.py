@@ -15,6 +15,13 @@ from nn.optimizers import Optimizer, _name_of, _needs_rounding
 from nn.precision.loss_scale import DynamicLossScale, _scale_value
 
 
+def _scaler_device(value: object) -> str:
+    """"cpu", or "cuda" (PyTorch's default; the scale works the same, emulated on the CPU)."""
+    if isinstance(value, str) and value.strip().lower().split(":")[0] == "cuda":
+        return "cuda"
+    return _check_device("device", value)
+
+
 class _Stage(enum.Enum):
     """Where one optimizer is in the scale -> unscale_ -> step -> update cycle."""
 
@@ -50,8 +57,9 @@ class GradScaler:
       ``update()``, ``unscale_`` twice or after ``step``, ``step`` twice, ``update`` before any
       ``step``/``unscale_``; unscaling fp16 gradients raises ValueError;
     - ``enabled=False`` makes every method a pass-through (``step`` just calls ``opt.step()``);
-    - ``device`` (first, as in ``torch.amp.GradScaler``) must be "cpu": fpsim emulates on the
-      CPU. The other arguments follow in ``torch.amp.GradScaler``'s order, so
+    - ``device`` (first, as in ``torch.amp.GradScaler``) is "cpu" or "cuda" (the scale
+      works the same; fpsim emulates on the CPU); ``enabled`` is True or False (a string
+      such as "False" raises). The other arguments follow in ``torch.amp.GradScaler``'s order, so
       ``GradScaler("cpu", 1024.0)`` sets ``init_scale`` as it does in PyTorch, and
       ``GradScaler(1024.0)`` (the old ``torch.cuda.amp`` spelling) raises instead of being
       read as a device.
@@ -64,7 +72,9 @@ class GradScaler:
             raise TypeError(f"GradScaler's first argument is the device ('cpu'), got "
                             f"{device!r}; pass the scale by keyword: "
                             f"GradScaler('cpu', init_scale={device!r})")
-        self.device = _check_device("device", device)
+        self.device = _scaler_device(device)
+        if not isinstance(enabled, (bool, np.bool_)):  # "False" is a truthy string
+            raise TypeError(f"GradScaler: enabled must be True or False, got {enabled!r}")
         self._enabled = bool(enabled)
         positive_float32("init_scale", init_scale)  # named as the caller wrote it
         self._state = DynamicLossScale(init_scale, growth_interval, growth_factor,

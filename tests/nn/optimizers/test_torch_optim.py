@@ -112,11 +112,12 @@ def test_zero_grad_set_to_none_false_zeroes_in_place():
     np.testing.assert_array_equal(grad.data, 0)
 
 
-def test_grad_scaler_accepts_cpu_and_rejects_other_devices():
+def test_grad_scaler_accepts_cpu_and_cuda_and_rejects_other_devices():
     assert nn.GradScaler("cpu").device == "cpu"
+    assert nn.GradScaler("cuda").device == "cuda"  # PyTorch's recipe's spelling, emulated
     assert nn.GradScaler(device="cpu", init_scale=8.0).get_scale() == 8.0
-    with pytest.raises(ValueError, match="device='cuda'.*emulates every format on the CPU"):
-        nn.GradScaler("cuda")
+    with pytest.raises(ValueError, match="device='tpu'.*emulates every format on the CPU"):
+        nn.GradScaler("tpu")
     with pytest.raises(TypeError, match=r"init_scale=1024.0"):
         nn.GradScaler(1024.0)
 

@@ -1,0 +1,187 @@
+"""``torch.autograd``: ``grad``, ``backward`` and ``Function`` (PyTorch's custom-op class).
+
+``grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+allow_unused=None)`` returns one gradient per input, without touching ``.grad``; with
+``create_graph=True`` the gradients keep their history, so a gradient penalty can be
+differentiated (nn's engine: ``nn.engine.autograd.gradients``). ``retain_graph`` defaults to
+``create_graph``; a pass without it frees the graph, as PyTorch's.
+
+``Function``: subclass it with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``
+written in tensor ops, call it through ``apply``. ``ctx.save_for_backward(*tensors)`` /
+``ctx.saved_tensors`` and ``ctx.needs_input_grad`` are PyTorch's. The forward runs without
+recording (its own ops are not differentiated; ``backward`` is) and must return one tensor,
+whose values must lie in its dtype (a tensor built by nn ops always does); a forward returning
+several tensors raises. Backward passes run with autocast off unless ``torch.amp.custom_bwd``
+restores the forward's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from nn.engine import autograd as _engine
+from nn.engine.tensor import Tensor
+from nn.precision.autocast import disabled as _autocast_disabled
+
+
+def _tensors(value: Any, what: str) -> list[Tensor]:
+    items = [value] if isinstance(value, Tensor) else list(value)
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"autograd.grad: {what}[{i}] is a {type(t).__name__}, not a tensor")
+    return items
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"autograd.grad: {name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor],
+         grad_outputs: Any = None, retain_graph: bool | None = None, create_graph: bool = False,
+         only_inputs: bool = True, allow_unused: bool | None = None) -> tuple[Tensor | None, ...]:
+    """d(outputs)/d(inputs), one tensor (or None, with ``allow_unused=True``) per input."""
+    outs = _tensors(outputs, "outputs")
+    if len(outs) != 1:
+        raise NotImplementedError(f"autograd.grad with {len(outs)} outputs: nn's face takes one "
+                                  "output tensor; sum the outputs first (sum(o.sum() for o in "
+                                  "outputs))")
+    (out,) = outs
+    seeds = [grad_outputs] if isinstance(grad_outputs, Tensor) else grad_outputs
+    seed = None if seeds is None else (seeds[0] if isinstance(seeds, (list, tuple)) else seeds)
+    if seed is None and out.size != 1:
+        raise RuntimeError(f"grad can be implicitly created only for scalar outputs (got shape "
+                           f"{out.shape}); pass grad_outputs=")
+    sources = _tensors(inputs, "inputs")
+    for i, s in enumerate(sources):
+        if not s.requires_grad:
+            raise RuntimeError(f"autograd.grad: inputs[{i}] does not require grad")
+    if not out.requires_grad:
+        raise RuntimeError("autograd.grad: the output does not require grad (no graph)")
+    create = _flag("create_graph", create_graph)
+    retain = create if retain_graph is None else _flag("retain_graph", retain_graph)
+    with _autocast_disabled():  # a backward runs each op in its forward's formats
+        found = _engine.gradients(out, sources, seed, create_graph=create, retain_graph=retain)
+    if not allow_unused:
+        for i, g in enumerate(found):
+            if g is None:
+                raise RuntimeError(f"autograd.grad: inputs[{i}] was not used in the graph; "
+                                   "pass allow_unused=True to get None for it")
+    return tuple(found)
+
+
+def backward(tensors: Tensor | Iterable[Tensor], grad_tensors: Any = None,
+             retain_graph: bool | None = None, create_graph: bool = False) -> None:
+    """``tensor.backward(grad_tensor, retain_graph, create_graph)`` for one tensor."""
+    items = _tensors(tensors, "tensors")
+    if len(items) != 1:
+        raise NotImplementedError("autograd.backward of several tensors: call backward on "
+                                  "their sum")
+    seed = grad_tensors[0] if isinstance(grad_tensors, (list, tuple)) else grad_tensors
+    items[0].backward(seed, retain_graph=retain_graph, create_graph=create_graph)
+
+
+class FunctionCtx:
+    """What ``Function.forward`` leaves for ``backward`` (PyTorch's ``ctx``): tensors by
+    ``save_for_backward``, anything else as attributes (``ctx.alpha = 2``)."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+        self.needs_input_grad = needs_input_grad
+        self._saved: tuple[Any, ...] = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self._saved = tensors
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        return self._saved
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        raise NotImplementedError("ctx.mark_non_differentiable: not supported by nn's face; "
+                                  "return such outputs from a separate function under no_grad")
+
+
+class _CustomNode(_engine.Function):
+    """The graph node of a ``Function.apply``: its output is the forward's, its backward the
+    user's ``backward`` (written in tensor ops, so it records under ``create_graph``)."""
+
+    differentiable_backward = True
+
+    @staticmethod
+    def output_format(*fmts: Any, **params: Any) -> Any:
+        return params["out"].fmt
+
+    @staticmethod
+    def forward(ctx: _engine.Context, *arrays: np.ndarray, out: Any = None, fn: Any = None,
+                user_ctx: Any = None, positions: Any = None) -> np.ndarray:
+        ctx.saved.update(fn=fn, user_ctx=user_ctx, positions=positions)
+        data: np.ndarray = out.data
+        return data
+
+    @staticmethod
+    def backward(ctx: _engine.Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        fn, user_ctx, positions = ctx.saved["fn"], ctx.saved["user_ctx"], ctx.saved["positions"]
+        got = fn.backward(user_ctx, grad)
+        got = got if isinstance(got, tuple) else (got,)
+        n_args = len(user_ctx.needs_input_grad)
+        if len(got) != n_args:
+            raise RuntimeError(f"{fn.__name__}.backward returned {len(got)} gradients; forward "
+                               f"took {n_args} inputs (return None for the others)")
+        picked = []
+        for i in positions:
+            g = got[i]
+            if g is not None and not isinstance(g, Tensor):
+                raise TypeError(f"{fn.__name__}.backward: gradient {i} is a "
+                                f"{type(g).__name__}, not a tensor (or None)")
+            picked.append(g)
+        return tuple(picked)
+
+
+class Function:
+    """A custom differentiable op, PyTorch's way (see the module docstring)::
+
+        class Square(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * 2.0 * x
+
+        y = Square.apply(x)
+    """
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, *grad_outputs: Any) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Tensor:
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx = FunctionCtx(needs)
+        with _engine.no_grad():
+            out = cls.forward(ctx, *args, **kwargs)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{cls.__name__}.forward returned a {type(out).__name__}; nn's face "
+                            "takes one output tensor (return the others from another "
+                            "Function)")
+        _engine.check_in_format(cls.__name__, out.data, out.fmt)
+        positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+        inputs = tuple(args[i] for i in positions)
+        if not (_engine.is_grad_enabled() and any(needs)):
+            return Tensor._make(out.data, out.fmt)
+        return _CustomNode.apply(*inputs, out=out, fn=cls, user_ctx=ctx, positions=positions)
+
+
+__all__ = ["Function", "FunctionCtx", "backward", "grad"]
