@@ -106,8 +106,12 @@ class Optimizer:
         if params is not None:
             self.params = list(params)
             if not self.params:
-                raise ValueError(f"{self.name}: params= is an empty list; pass the variables "
-                                 "to optimize (e.g. model.trainable_variables)")
+                raise ValueError(
+                    f"{self.name}: the parameters are an empty list. A model whose layers "
+                    "build on their first call (Dense(units), Linear without in_features...) "
+                    "has no parameters before it is called: call model(x) (or "
+                    "model.build(input_shape)) first, then build the optimizer from "
+                    "model.parameters() / model.trainable_variables")
             self.build(self.params)
 
     # ---- validated attributes ------------------------------------------------------------

@@ -245,3 +245,11 @@ def test_unsupported_idioms_raise_naming_what_to_write():
         face.autograd.grad([x.sum(), x.sum()], [x])
     with pytest.raises(AttributeError, match="nn.faces.torch.nn has no 'GRU'"):
         _ = face.nn.GRU
+
+
+def test_an_optimizer_built_before_a_lazy_models_first_call_says_so():
+    model = nn.Sequential([nn.Dense(3)])
+    with pytest.raises(ValueError, match="build on their first call.*call model\\(x\\)"):
+        nn.SGD(params=model.trainable_variables, lr=0.1)
+    with pytest.raises(ValueError, match="has no weights yet.*model\\(x\\)"):
+        face.optim.SGD(model.parameters(), lr=0.1)
