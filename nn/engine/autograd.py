@@ -272,7 +272,8 @@ def differentiable_ops() -> set[str]:
     while stack:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
-        if cls.differentiable_backward and cls not in (FitGradient, BroadcastGradient):
+        if cls.differentiable_backward and not cls.__name__.startswith("_") and cls not in (
+                FitGradient, BroadcastGradient):
             found.add(cls.__name__)
     return found
 

@@ -1,3 +1,8 @@
-"""Framework names over nn's machinery that have no other home: PyTorch's loss modules
-(``torch_losses``). Keras's and PyTorch's other names live with what they name (layers,
-optimizers, ``nn.precision``) and are gathered in ``nn/__init__.py``."""
+"""Framework faces: a namespace per framework whose names, argument order, defaults and meaning
+are that framework's, over nn's machinery.
+
+- ``nn.faces.torch``: PyTorch (``import nn.faces.torch as torch``); see its docstring.
+- ``nn.faces.torch_losses``: PyTorch's loss modules (also at ``nn.CrossEntropyLoss``).
+
+Keras's and PyTorch's other names also live with what they name (layers, optimizers,
+``nn.precision``) and are gathered in ``nn/__init__.py``."""

@@ -184,3 +184,48 @@ def test_an_nn_function_defined_outside_nn_must_round_its_output():
     with pytest.raises(ValueError, match="Labelled.forward returned values that are not "
                                          "float16 numbers.*round the output"):
         Labelled.apply(nn.Tensor([1.0, 3.0]))
+
+
+# --- a custom Module with Conv2d, LayerNorm and functional --------------------------------------
+
+def conv_net(T: Any, x: np.ndarray, kernel: np.ndarray, fc: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    class Net(T.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = T.nn.Conv2d(2, 3, 3, padding=1)
+            self.norm = T.nn.LayerNorm(48)
+            self.fc = T.nn.Linear(48, 5)
+
+        def forward(self, x: Any) -> Any:
+            h = T.relu(self.conv(x))
+            h = self.norm(h.reshape(x.shape[0], 48))
+            return T.nn.functional.log_softmax(self.fc(h), dim=-1)
+
+    net = Net()
+    net(T.tensor(x))  # (builds nn's layers; a no-op forward for torch)
+    with T.no_grad():  # the same weights on both sides; nn's kernel is (kh, kw, in, out)
+        if T is torch:
+            net.conv.weight.copy_(torch.tensor(kernel.transpose(3, 2, 0, 1)))
+            net.conv.bias.zero_()
+            net.fc.weight.copy_(torch.tensor(fc))
+            net.fc.bias.zero_()
+        else:
+            net.conv.kernel.assign(kernel)
+            net.conv.bias.assign(np.zeros(3))
+            net.fc.weight.assign(fc)
+            net.fc.bias.assign(np.zeros(5))
+    xt = T.tensor(x, requires_grad=True)
+    out = net(xt)
+    out.sum().backward()
+    return as_np(out), as_np(xt.grad)
+
+
+def test_a_custom_module_with_conv_layernorm_and_functional_equals_torchs():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 2, 4, 4)).astype(np.float32)
+    kernel = (rng.normal(size=(3, 3, 2, 3)) * 0.3).astype(np.float32)
+    fc = (rng.normal(size=(5, 48)) * 0.2).astype(np.float32)
+    mine, theirs = conv_net(face, x, kernel, fc), conv_net(torch, x, kernel, fc)
+    for m, t in zip(mine, theirs, strict=True):
+        np.testing.assert_allclose(m, t, rtol=1e-4, atol=1e-5)
