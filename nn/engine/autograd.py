@@ -346,7 +346,7 @@ def _root_gradient(root: Tensor, grad: Any, default_ones: bool) -> Tensor:
     else:
         g = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
         if g.dtype.kind not in "biuf":
-            raise TypeError(f"backward(grad=...) must be real numbers, got dtype {g.dtype}")
+            raise TypeError(f"backward(gradient=...) must be real numbers, got dtype {g.dtype}")
         if g.shape != root.shape:
             raise ValueError(f"gradient shape {g.shape} does not match tensor shape {root.shape}")
         g = round_array(g.astype(root.data.dtype), root.fmt, site=root.grad_site or sites.GRAD)

@@ -253,3 +253,13 @@ def test_an_optimizer_built_before_a_lazy_models_first_call_says_so():
         nn.SGD(params=model.trainable_variables, lr=0.1)
     with pytest.raises(ValueError, match="has no weights yet.*model\\(x\\)"):
         face.optim.SGD(model.parameters(), lr=0.1)
+
+
+def test_no_grad_records_nothing_and_enable_grad_records_inside_it_as_torch():
+    for T in (face, torch):
+        w = T.tensor([2.0], requires_grad=True)
+        with T.no_grad():
+            assert not (w * w).requires_grad
+            with T.enable_grad():
+                assert (w * w).requires_grad
+        assert (w * w).requires_grad and T.is_grad_enabled()
