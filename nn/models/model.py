@@ -43,6 +43,9 @@ from nn.fp8.scope import epoch_telemetry as fp8_epoch_telemetry
 from nn.layers.base import Layer
 from nn.models.summary import summary_text
 from nn.precision.loss_scale import LossScaleOptimizer
+from nn.precision.loss_scale_keras3 import (  # noqa: F401 (a checkpoint of either face loads)
+    Keras3LossScaleOptimizer,
+)
 from nn.saving.checkpoint import save_model
 from nn.training.history import History
 from nn.training.loop import (
@@ -137,23 +140,29 @@ class Model(Layer):
 
     # --- compile ------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None,
-                metrics: list[Any] | tuple[Any, ...] | None = None) -> Model:
+                metrics: list[Any] | tuple[Any, ...] | None = None, *,
+                auto_scale_loss: bool = True) -> Model:
         """Set the optimizer ("sgd", "rmsprop", "adam" or an instance, possibly a
         LossScaleOptimizer), the loss (a name such as "sparse_categorical_crossentropy", a
         ``nn.losses.Loss`` or a callable ``(y_true, y_pred) -> Tensor``) and the metrics
         (e.g. ``["accuracy"]``). Returns the model, so calls chain.
 
         Under "mixed_float16" the optimizer is wrapped in a dynamic LossScaleOptimizer (see
-        the module docstring). Compiling also restarts the shuffling stream: ``fit`` after
-        ``compile`` shuffles as the first ``fit`` after the previous ``compile`` did.
+        the module docstring), unless ``auto_scale_loss=False`` (Keras 3's argument, default
+        True: then ``fit`` does not scale the loss). Compiling also restarts the shuffling
+        stream: ``fit`` after ``compile`` shuffles as the first ``fit`` after the previous
+        ``compile`` did.
         """
         if loss is None:
             raise ValueError("compile() needs a loss, e.g. loss='sparse_categorical_crossentropy'")
+        if not isinstance(auto_scale_loss, (bool, np.bool_)):
+            raise TypeError(f"compile: auto_scale_loss must be True or False, got "
+                            f"{auto_scale_loss!r}")
         self._loss_scale_key: Any
         if isinstance(optimizer, LossScaleOptimizer):
             self.optimizer: Any = optimizer
             self._loss_scale_key = "compiled"
-        elif is_mixed_float16(self):
+        elif auto_scale_loss and is_mixed_float16(self):
             self.optimizer = LossScaleOptimizer(nn_optimizers.get(optimizer))
             self._loss_scale_key = "dynamic"
         else:
@@ -404,6 +413,25 @@ class Model(Layer):
         return result
 
     # --- description ------------------------------------------------------------------------
+    def quantize(self, mode: str, **kwargs: Any) -> None:
+        """Keras 3's ``model.quantize(mode)``: ``layer.quantize(mode)`` for every layer inside
+        that supports the mode (its class lists it in ``supports_quantization``; in nn that is
+        ``nn.faces.keras.layers.Dense`` with "float8"), the others skipped; none: a
+        ValueError."""
+        if kwargs:
+            raise ValueError(f"quantize: arguments {sorted(kwargs)} are not supported by nn "
+                             "(its float8 training takes the mode only)")
+        self.require_built("quantize")
+        targets = [layer for layer in self.modules()
+                   if mode in getattr(layer, "supports_quantization", ())]
+        if not targets:
+            raise ValueError(f"quantize({mode!r}): no layer of model '{self.name}' supports "
+                             "it; nn's float8 training is keras.layers.Dense from "
+                             "nn.faces.keras (quantize('float8')), or an nn.fp8 recipe policy "
+                             "(dtype='fp8_hybrid_delayed')")
+        for layer in targets:
+            layer.quantize(mode)  # type: ignore[attr-defined]
+
     def summary(self, print_fn: Callable[[str], Any] | None = print) -> str | None:
         """A table of the layers: name and type, output shape, parameters, compute and variable
         formats. Printed with ``print_fn`` (returning None, as Keras does); with

@@ -1,0 +1,33 @@
+"""Keras 3's names over nn: ``from nn.faces import keras`` and a Keras 3 script runs with
+Keras 3's names, argument order, defaults and semantics.
+
+Covered: ``keras.layers`` (nn's layers; ``Dense`` rounds as Keras 3: matmul, then bias add),
+``keras.Input``, ``keras.Model``, ``keras.Sequential``, ``keras.mixed_precision``,
+``keras.config`` (``set_dtype_policy``, ``dtype_policy``), ``keras.DTypePolicy``,
+``keras.dtype_policies`` (``DTypePolicy``, ``FloatDTypePolicy``, ``DTypePolicyMap``,
+``QuantizedDTypePolicy``, ``QuantizedFloat8DTypePolicy``), ``keras.optimizers`` (SGD,
+RMSprop, Adam, Keras 3's ``LossScaleOptimizer``, ``schedules``), ``keras.losses``,
+``keras.metrics``.
+
+``keras.Model`` and ``keras.Sequential`` are nn's: ``compile(auto_scale_loss=True)`` wraps the
+optimizer in a loss-scale optimizer when the model computes in float16, as Keras 3 does; pass
+``keras.optimizers.LossScaleOptimizer(opt)`` to ``compile`` for Keras 3's scaling rules in
+``fit`` (the automatic one follows tf.keras's: see docs/from_keras.md). What the face does
+not emulate raises an error naming nn's spelling. The top-level ``nn`` names stay
+tf.keras-flavoured.
+
+>>> from nn.faces import keras
+>>> keras.config.set_dtype_policy("mixed_float16")
+>>> keras.layers.Dense(4).compute_dtype, keras.layers.Dense(4).variable_dtype
+('float16', 'float32')
+>>> keras.config.set_dtype_policy("float32")
+"""
+
+from nn import losses, metrics
+from nn.faces.keras import config, dtype_policies, layers, mixed_precision, optimizers
+from nn.faces.keras.dtype_policies import DTypePolicy, FloatDTypePolicy
+from nn.layers import Input, Sequential
+from nn.models.model import Model
+
+__all__ = ["DTypePolicy", "FloatDTypePolicy", "Input", "Model", "Sequential", "config",
+           "dtype_policies", "layers", "losses", "metrics", "mixed_precision", "optimizers"]
