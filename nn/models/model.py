@@ -11,7 +11,8 @@ The loop itself and its numerics are in ``nn.training.loop``; the progress lines
 ``nn.training.progress``.
 
 Loss scaling, as Keras: ``compile`` under a "mixed_float16" policy wraps the optimizer in a
-dynamic ``nn.LossScaleOptimizer`` with Keras's defaults
+dynamic ``nn.LossScaleOptimizer`` (Keras 3's rules, ``nn.precision.loss_scale_keras3``, when
+the layers hold the Keras 3 face's policies) with Keras's defaults
 (``nn.precision.loss_scale.KERAS_INITIAL_SCALE`` and ``KERAS_GROWTH_STEPS``), so
 ``model.optimizer`` is the LossScaleOptimizer and ``model.optimizer.inner_optimizer`` the one
 given; under other policies ``model.optimizer`` is the optimizer given. A LossScaleOptimizer
@@ -43,9 +44,7 @@ from nn.fp8.scope import epoch_telemetry as fp8_epoch_telemetry
 from nn.layers.base import Layer
 from nn.models.summary import summary_text
 from nn.precision.loss_scale import LossScaleOptimizer
-from nn.precision.loss_scale_keras3 import (  # noqa: F401 (a checkpoint of either face loads)
-    Keras3LossScaleOptimizer,
-)
+from nn.precision.loss_scale_keras3 import Keras3LossScaleOptimizer
 from nn.saving.checkpoint import save_model
 from nn.training.history import History
 from nn.training.loop import (
@@ -91,6 +90,14 @@ class WeightedLoss(nn_losses.Loss):
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> WeightedLoss:
         return cls(LOSSES.deserialize(config["inner"]), config["weight"])
+
+
+def _automatic_scaler(model: Any) -> type[LossScaleOptimizer]:
+    """The loss-scale optimizer ``compile`` wraps in: Keras 3's when a layer holds a Keras 3
+    face policy (its ``loss_scale_rules`` is "keras3": ``nn.faces.keras``), else tf.keras's."""
+    rules = {getattr(layer.policy, "loss_scale_rules", "tf.keras") for layer in model.modules()
+             if hasattr(layer, "policy")}
+    return Keras3LossScaleOptimizer if "keras3" in rules else LossScaleOptimizer
 
 
 def check_build_shape(model: Any, input_shape: Any) -> tuple[int | None, ...]:
@@ -163,7 +170,7 @@ class Model(Layer):
             self.optimizer: Any = optimizer
             self._loss_scale_key = "compiled"
         elif auto_scale_loss and is_mixed_float16(self):
-            self.optimizer = LossScaleOptimizer(nn_optimizers.get(optimizer))
+            self.optimizer = _automatic_scaler(self)(nn_optimizers.get(optimizer))
             self._loss_scale_key = "dynamic"
         else:
             self.optimizer = nn_optimizers.get(optimizer)

@@ -10,11 +10,10 @@ RMSprop, Adam, Keras 3's ``LossScaleOptimizer``, ``schedules``), ``keras.losses`
 ``keras.metrics``.
 
 ``keras.Model`` and ``keras.Sequential`` are nn's: ``compile(auto_scale_loss=True)`` wraps the
-optimizer in a loss-scale optimizer when the model computes in float16, as Keras 3 does; pass
-``keras.optimizers.LossScaleOptimizer(opt)`` to ``compile`` for Keras 3's scaling rules in
-``fit`` (the automatic one follows tf.keras's: see docs/from_keras.md). What the face does
-not emulate raises an error naming nn's spelling. The top-level ``nn`` names stay
-tf.keras-flavoured.
+optimizer in Keras 3's ``LossScaleOptimizer`` when the model computes in float16 and its
+layers hold this face's policies (``keras.config.set_dtype_policy``, ``dtype=`` strings of
+``keras.layers.Dense``), as Keras 3 does. What the face does not emulate raises an error
+naming nn's spelling. The top-level ``nn`` names stay tf.keras-flavoured.
 
 >>> from nn.faces import keras
 >>> keras.config.set_dtype_policy("mixed_float16")

@@ -44,6 +44,10 @@ class DTypePolicy(Policy):
     """Keras 3's ``DTypePolicy(name=None)`` (module docstring): an ``nn.Policy`` with Keras 3's
     equality, repr and config. ``compute_dtype``/``variable_dtype`` are strings."""
 
+    loss_scale_rules = "keras3"
+    """``compile`` of a model whose layers hold this policy scales the loss by Keras 3's rules
+    (``nn.precision.loss_scale_keras3``)."""
+
     def __init__(self, name: str | None = None) -> None:
         if name is None:
             name = global_policy().name

@@ -17,10 +17,14 @@ from nn.precision.loss_scale_keras3 import Keras3LossScaleOptimizer
 
 
 def test_mixed_precision_names_are_the_ones_in_their_home_modules():
-    assert mixed_precision.Policy is nn.Policy is mixed_precision.DTypePolicy
+    assert mixed_precision.Policy is nn.Policy
     assert mixed_precision.set_global_policy is nn.set_global_policy
-    assert mixed_precision.global_policy is nn.global_policy is mixed_precision.dtype_policy
+    assert mixed_precision.global_policy is nn.global_policy
     assert mixed_precision.LossScaleOptimizer is nn.LossScaleOptimizer
+    # Keras 3's spellings are the Keras 3 face's, with its semantics
+    assert mixed_precision.DTypePolicy is keras.DTypePolicy
+    assert mixed_precision.dtype_policy is keras.config.dtype_policy
+    assert mixed_precision.set_dtype_policy is keras.config.set_dtype_policy
 
 
 def test_set_global_policy_through_mixed_precision_sets_new_layers_policy():
@@ -315,7 +319,10 @@ def test_compile_auto_scale_loss_wraps_only_when_true():
     keras.config.set_dtype_policy("mixed_float16")
     model = keras.Sequential([keras.layers.Dense(2)])
     model.compile(keras.optimizers.SGD(0.1), "mse")
-    assert isinstance(model.optimizer, nn.LossScaleOptimizer)
+    assert type(model.optimizer) is Keras3LossScaleOptimizer  # the face's policies: Keras 3's
+    nn.set_global_policy("mixed_float16")
+    tf_model = nn.Sequential([nn.Dense(2)]).compile(nn.SGD(0.1), "mse")
+    assert type(tf_model.optimizer) is nn.LossScaleOptimizer  # nn's policies: tf.keras's
     model.compile(keras.optimizers.SGD(0.1), "mse", auto_scale_loss=False)
     assert isinstance(model.optimizer, nn.SGD) and model.loss_scale_optimizer is None
     with pytest.raises(TypeError, match="auto_scale_loss must be True or False"):
