@@ -64,7 +64,13 @@ class Keras3LossScaleOptimizer(LossScaleOptimizer):
       after ``dynamic_growth_steps`` such steps in a row the scale doubles;
     - ``dynamic_scale`` and ``step_counter`` are Keras 3's names of the scale and counter.
 
-    >>> opt = Keras3LossScaleOptimizer(nn.SGD(0.1), initial_scale=4.0)   # doctest: +SKIP
+    >>> import numpy as np, nn
+    >>> w = nn.Variable(np.ones(1, np.float32))
+    >>> opt = Keras3LossScaleOptimizer(nn.SGD(0.1), initial_scale=2.0)
+    >>> for _ in range(3):
+    ...     _ = opt.apply_gradients([(np.float32([np.inf]), w)])
+    >>> opt.dynamic_scale, opt.iterations, float(w.numpy()[0])
+    (0.25, 0, 1.0)
     """
 
     def __init__(self, inner_optimizer: Optimizer, initial_scale: float = KERAS_INITIAL_SCALE,

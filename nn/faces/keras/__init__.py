@@ -22,11 +22,35 @@ naming nn's spelling. The top-level ``nn`` names stay tf.keras-flavoured.
 >>> keras.config.set_dtype_policy("float32")
 """
 
+from typing import Any
+
 from nn import losses, metrics
 from nn.faces.keras import config, dtype_policies, layers, mixed_precision, optimizers
 from nn.faces.keras.dtype_policies import DTypePolicy, FloatDTypePolicy
 from nn.layers import Input, Sequential
 from nn.models.model import Model
+
+NOT_EMULATED = {  # Keras 3's other top-level names -> what nn offers instead
+    "ops": "nn.functions (one Function per op) and nn.Tensor's methods",
+    "backend": "nothing: nn is its own backend (numpy, every op rounded to its format)",
+    "callbacks": "nothing yet: fit(callbacks=...) raises; read the returned nn.History",
+    "random": "nn.set_random_seed and numpy Generators",
+    "saving": "model.save(path) and nn.load_model(path)",
+    "initializers": "initializer names as strings (nn.layers.INITIALIZERS)",
+    "activations": "activation names as strings (activation='relu', 'gelu', ...)",
+    "regularizers": "a penalty added to the loss yourself",
+    "constraints": "nothing: nn has no weight constraints",
+    "quantizers": "nn.fp8's recipes (DelayedScaling, CurrentScaling, BlockScaling)",
+    "datasets": "nn.datasets (load_digits, mnist.load_data, Dataset)",
+    "utils": "nn.utils",
+}
+
+
+def __getattr__(name: str) -> Any:
+    hint = NOT_EMULATED.get(name)
+    if hint is None:
+        raise AttributeError(f"module 'nn.faces.keras' has no attribute {name!r}")
+    raise AttributeError(f"keras.{name} is not part of nn's Keras 3 face; nn's spelling: {hint}")
 
 __all__ = ["DTypePolicy", "FloatDTypePolicy", "Input", "Model", "Sequential", "config",
            "dtype_policies", "layers", "losses", "metrics", "mixed_precision", "optimizers"]

@@ -422,3 +422,37 @@ def test_model_quantize_float8_reaches_the_keras_dense_layers_only():
 def test_unsupported_dense_arguments_raise_naming_them():
     with pytest.raises(ValueError, match="kernel_regularizer"):
         keras.layers.Dense(2, kernel_regularizer="l2")
+
+
+KERAS3_NAMES = {  # issue 25's list of the Keras 3 face
+    "": ["layers", "Input", "Model", "Sequential", "mixed_precision", "config", "DTypePolicy",
+         "dtype_policies", "optimizers", "losses", "metrics"],
+    "config": ["set_dtype_policy", "dtype_policy"],
+    "dtype_policies": ["DTypePolicy", "FloatDTypePolicy", "DTypePolicyMap",
+                       "QuantizedDTypePolicy", "QuantizedFloat8DTypePolicy"],
+    "mixed_precision": ["DTypePolicy", "LossScaleOptimizer", "Policy", "dtype_policy",
+                        "global_policy", "set_dtype_policy", "set_global_policy"],
+    "optimizers": ["SGD", "Adam", "RMSprop", "LossScaleOptimizer", "schedules"],
+    "optimizers.schedules": ["LearningRateSchedule", "ExponentialDecay",
+                             "PiecewiseConstantDecay", "CosineDecay"],
+    "layers": ["Dense", "Activation", "Dropout", "Flatten", "ReLU", "Layer", "Conv2D",
+               "LayerNormalization", "Embedding", "MultiHeadAttention"],
+    "losses": ["SparseCategoricalCrossentropy", "MeanSquaredError"],
+    "metrics": ["SparseCategoricalAccuracy", "Accuracy"],
+}
+
+
+@pytest.mark.parametrize("where", sorted(KERAS3_NAMES))
+def test_the_keras3_face_has_every_name_the_issue_lists(where):
+    namespace = keras
+    for part in filter(None, where.split(".")):
+        namespace = getattr(namespace, part)
+    missing = [n for n in KERAS3_NAMES[where] if not hasattr(namespace, n)]
+    assert missing == []
+
+
+def test_a_keras3_module_the_face_lacks_raises_naming_nn_spelling():
+    with pytest.raises(AttributeError, match="keras.ops is not part of nn's Keras 3 face; "
+                                             "nn's spelling: nn.functions"):
+        keras.ops  # noqa: B018
+    assert keras.mixed_precision.Policy is keras.DTypePolicy
