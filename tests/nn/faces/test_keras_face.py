@@ -456,3 +456,23 @@ def test_a_keras3_module_the_face_lacks_raises_naming_nn_spelling():
                                              "nn's spelling: nn.functions"):
         keras.ops  # noqa: B018
     assert keras.mixed_precision.Policy is keras.DTypePolicy
+
+
+def test_a_float8_quantized_model_trains_and_reloads_with_its_scaling_state(tmp_path):
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(32, 4)).astype(np.float32), rng.integers(0, 3, 32)
+    model = keras.Sequential([keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)])
+    model.build((None, 4))
+    model.quantize("float8")
+    model.compile(keras.optimizers.Adam(1e-2),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    recipe = model.layers[0].dtype_policy.recipe
+    name = model.layers[0].name
+    assert recipe.states[f"{name}/Linear/input"].steps == 4  # a delayed-scaling step per batch
+    model.save(tmp_path / "m.npz")
+    loaded = nn.load_model(tmp_path / "m.npz")
+    policy = loaded.layers[0].dtype_policy
+    assert type(policy) is keras.dtype_policies.QuantizedFloat8DTypePolicy
+    assert policy.recipe.amax_history_len == 1024
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
