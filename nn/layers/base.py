@@ -91,7 +91,23 @@ class Layer(Module, metaclass=_LayerType):
     # --- formats ----------------------------------------------------------------------------------
     @property
     def dtype_policy(self) -> Policy:
+        """The layer's policy object (Keras 3's name; ``self.policy`` is the same object)."""
         return self.policy
+
+    @property
+    def compute_dtype(self) -> str:
+        """Keras 3's string for the compute format ("float16" under "mixed_float16")."""
+        return self.policy.compute_dtype
+
+    @property
+    def variable_dtype(self) -> str:
+        """Keras 3's string for the variable format ("float32" under "mixed_float16")."""
+        return self.policy.variable_dtype
+
+    @property
+    def dtype(self) -> str:
+        """Keras 3's alias of ``variable_dtype``."""
+        return self.policy.variable_dtype
 
     @property
     def compute_format(self) -> Any:
@@ -137,6 +153,16 @@ class Layer(Module, metaclass=_LayerType):
     def trainable_variables(self) -> list[Variable]:
         """The trainable ones of ``weights`` ([] for a frozen layer, inside it too)."""
         return [var for _, var in self.named_variables(trainable_only=True, require_built=False)]
+
+    @property
+    def trainable_weights(self) -> list[Variable]:
+        """Keras's other name of ``trainable_variables``."""
+        return self.trainable_variables
+
+    @property
+    def non_trainable_weights(self) -> list[Variable]:
+        """Keras's other name of ``non_trainable_variables``."""
+        return self.non_trainable_variables
 
     @property
     def non_trainable_variables(self) -> list[Variable]:

@@ -11,7 +11,8 @@ The loop itself and its numerics are in ``nn.training.loop``; the progress lines
 ``nn.training.progress``.
 
 Loss scaling, as Keras: ``compile`` under a "mixed_float16" policy wraps the optimizer in a
-dynamic ``nn.LossScaleOptimizer`` with Keras's defaults
+dynamic ``nn.LossScaleOptimizer`` (Keras 3's rules, ``nn.precision.loss_scale_keras3``, when
+the layers hold the Keras 3 face's policies) with Keras's defaults
 (``nn.precision.loss_scale.KERAS_INITIAL_SCALE`` and ``KERAS_GROWTH_STEPS``), so
 ``model.optimizer`` is the LossScaleOptimizer and ``model.optimizer.inner_optimizer`` the one
 given; under other policies ``model.optimizer`` is the optimizer given. A LossScaleOptimizer
@@ -43,6 +44,7 @@ from nn.fp8.scope import epoch_telemetry as fp8_epoch_telemetry
 from nn.layers.base import Layer
 from nn.models.summary import summary_text
 from nn.precision.loss_scale import LossScaleOptimizer
+from nn.precision.loss_scale_keras3 import Keras3LossScaleOptimizer
 from nn.saving.checkpoint import save_model
 from nn.training.history import History
 from nn.training.loop import (
@@ -88,6 +90,14 @@ class WeightedLoss(nn_losses.Loss):
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> WeightedLoss:
         return cls(LOSSES.deserialize(config["inner"]), config["weight"])
+
+
+def _automatic_scaler(model: Any) -> type[LossScaleOptimizer]:
+    """The loss-scale optimizer ``compile`` wraps in: Keras 3's when a layer holds a Keras 3
+    face policy (its ``loss_scale_rules`` is "keras3": ``nn.faces.keras``), else tf.keras's."""
+    rules = {getattr(layer.policy, "loss_scale_rules", "tf.keras") for layer in model.modules()
+             if hasattr(layer, "policy")}
+    return Keras3LossScaleOptimizer if "keras3" in rules else LossScaleOptimizer
 
 
 def check_build_shape(model: Any, input_shape: Any) -> tuple[int | None, ...]:
@@ -137,24 +147,30 @@ class Model(Layer):
 
     # --- compile ------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None,
-                metrics: list[Any] | tuple[Any, ...] | None = None) -> Model:
+                metrics: list[Any] | tuple[Any, ...] | None = None, *,
+                auto_scale_loss: bool = True) -> Model:
         """Set the optimizer ("sgd", "rmsprop", "adam" or an instance, possibly a
         LossScaleOptimizer), the loss (a name such as "sparse_categorical_crossentropy", a
         ``nn.losses.Loss`` or a callable ``(y_true, y_pred) -> Tensor``) and the metrics
         (e.g. ``["accuracy"]``). Returns the model, so calls chain.
 
         Under "mixed_float16" the optimizer is wrapped in a dynamic LossScaleOptimizer (see
-        the module docstring). Compiling also restarts the shuffling stream: ``fit`` after
-        ``compile`` shuffles as the first ``fit`` after the previous ``compile`` did.
+        the module docstring), unless ``auto_scale_loss=False`` (Keras 3's argument, default
+        True: then ``fit`` does not scale the loss). Compiling also restarts the shuffling
+        stream: ``fit`` after ``compile`` shuffles as the first ``fit`` after the previous
+        ``compile`` did.
         """
         if loss is None:
             raise ValueError("compile() needs a loss, e.g. loss='sparse_categorical_crossentropy'")
+        if not isinstance(auto_scale_loss, (bool, np.bool_)):
+            raise TypeError(f"compile: auto_scale_loss must be True or False, got "
+                            f"{auto_scale_loss!r}")
         self._loss_scale_key: Any
         if isinstance(optimizer, LossScaleOptimizer):
             self.optimizer: Any = optimizer
             self._loss_scale_key = "compiled"
-        elif is_mixed_float16(self):
-            self.optimizer = LossScaleOptimizer(nn_optimizers.get(optimizer))
+        elif auto_scale_loss and is_mixed_float16(self):
+            self.optimizer = _automatic_scaler(self)(nn_optimizers.get(optimizer))
             self._loss_scale_key = "dynamic"
         else:
             self.optimizer = nn_optimizers.get(optimizer)
@@ -404,6 +420,25 @@ class Model(Layer):
         return result
 
     # --- description ------------------------------------------------------------------------
+    def quantize(self, mode: str, **kwargs: Any) -> None:
+        """Keras 3's ``model.quantize(mode)``: ``layer.quantize(mode)`` for every layer inside
+        that supports the mode (its class lists it in ``supports_quantization``; in nn that is
+        ``nn.faces.keras.layers.Dense`` with "float8"), the others skipped; none: a
+        ValueError."""
+        if kwargs:
+            raise ValueError(f"quantize: arguments {sorted(kwargs)} are not supported by nn "
+                             "(its float8 training takes the mode only)")
+        self.require_built("quantize")
+        targets = [layer for layer in self.modules()
+                   if mode in getattr(layer, "supports_quantization", ())]
+        if not targets:
+            raise ValueError(f"quantize({mode!r}): no layer of model '{self.name}' supports "
+                             "it; nn's float8 training is keras.layers.Dense from "
+                             "nn.faces.keras (quantize('float8')), or an nn.fp8 recipe policy "
+                             "(dtype='fp8_hybrid_delayed')")
+        for layer in targets:
+            layer.quantize(mode)  # type: ignore[attr-defined]
+
     def summary(self, print_fn: Callable[[str], Any] | None = print) -> str | None:
         """A table of the layers: name and type, output shape, parameters, compute and variable
         formats. Printed with ``print_fn`` (returning None, as Keras does); with

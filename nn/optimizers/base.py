@@ -13,6 +13,9 @@ import fpsim
 from nn.engine.checks import count, number
 from nn.engine.formats import resolve_format
 from nn.layers.module import clear_grads  # the one rule, shared with Module.zero_grad
+from nn.optimizers.schedules import LearningRateSchedule
+from nn.optimizers.schedules import deserialize as _deserialize_schedule
+from nn.optimizers.schedules import serialize as _serialize_schedule
 
 
 def _needs_rounding(fmt: Any) -> bool:
@@ -45,7 +48,7 @@ def _is_params(value: object) -> bool:
 
 def learning_rate_args(cls_name: str, first: Any, lr: Any, params: Iterable[Any] | None,
                        extra: tuple[Any, ...], keras_default: float, torch_default: float
-                       ) -> tuple[float, Iterable[Any] | None, bool]:
+                       ) -> tuple[float | LearningRateSchedule, Iterable[Any] | None, bool]:
     """(learning rate, params, PyTorch face?) from both calling conventions.
 
     ``first`` is the first positional argument: a learning rate (Keras) or the parameters
@@ -71,6 +74,8 @@ def learning_rate_args(cls_name: str, first: Any, lr: Any, params: Iterable[Any]
     else:
         written = "lr" if torch_face else "learning_rate"
         value = torch_default if torch_face else keras_default
+    if isinstance(value, LearningRateSchedule):  # Keras's learning_rate=schedule
+        return value, params, torch_face
     return number(f"{cls_name}: {written}", value, lo=0.0, hi=math.inf), params, torch_face
 
 
@@ -91,8 +96,9 @@ class Optimizer:
 
     slot_names: tuple[str, ...] = ()
 
-    def __init__(self, learning_rate: float, *, params: Iterable[Any] | None = None,
-                 name: str | None = None, slot_dtype: str | None = None) -> None:
+    def __init__(self, learning_rate: float | LearningRateSchedule, *,
+                 params: Iterable[Any] | None = None, name: str | None = None,
+                 slot_dtype: str | None = None) -> None:
         self.name = name or type(self).__name__
         self.slot_dtype, self.slot_format = _slot_format(self.name, slot_dtype)
         self.learning_rate = learning_rate
@@ -107,22 +113,30 @@ class Optimizer:
             self.params = list(params)
             if not self.params:
                 raise ValueError(
-                    f"{self.name}: the parameters are an empty list. A model whose layers "
-                    "build on their first call (Dense(units), Linear without in_features...) "
-                    "has no parameters before it is called: call model(x) (or "
-                    "model.build(input_shape)) first, then build the optimizer from "
-                    "model.parameters() / model.trainable_variables")
+                    f"{self.name}: params= is an empty list. An nn model builds its weights on "
+                    "its first call, so a model whose layers build on their first call "
+                    "(Dense(units), Linear without in_features...) has no parameters yet: call "
+                    "model(x) (or model.build(input_shape)) first, or make it from nn.Input, "
+                    "then build the optimizer from model.parameters() / "
+                    "model.trainable_variables")
             self.build(self.params)
 
     # ---- validated attributes ------------------------------------------------------------
     @property
     def learning_rate(self) -> float:
-        """The step size, a finite number >= 0 (checked on every assignment)."""
-        return self._learning_rate
+        """The step size, a finite number >= 0 (checked on every assignment); for a Keras
+        ``LearningRateSchedule`` (``nn.optimizers.schedules``), its value at ``iterations``
+        (the updates applied before the next one), as Keras 3 reads it."""
+        rate = self._learning_rate
+        if isinstance(rate, LearningRateSchedule):
+            return float(rate(self.iterations))
+        return rate
 
     @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        self._learning_rate = number("learning_rate", value, lo=0.0, hi=math.inf)
+    def learning_rate(self, value: float | LearningRateSchedule) -> None:
+        self._learning_rate: float | LearningRateSchedule = (
+            value if isinstance(value, LearningRateSchedule)
+            else number("learning_rate", value, lo=0.0, hi=math.inf))
 
     @property
     def iterations(self) -> int:
@@ -278,13 +292,17 @@ class Optimizer:
     # ---- config and state ---------------------------------------------------------------
     def get_config(self) -> dict[str, Any]:
         """The constructor arguments (Keras style); ``type(opt).from_config(cfg)`` rebuilds it."""
-        config: dict[str, Any] = {"name": self.name, "learning_rate": self.learning_rate}
+        rate = self._learning_rate
+        config: dict[str, Any] = {"name": self.name, "learning_rate": (
+            _serialize_schedule(rate) if isinstance(rate, LearningRateSchedule) else rate)}
         if self.slot_dtype is not None:
             config["slot_dtype"] = self.slot_dtype
         return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Optimizer:
+        if isinstance(config.get("learning_rate"), dict):  # a serialized schedule
+            config = {**config, "learning_rate": _deserialize_schedule(config["learning_rate"])}
         return cls(**config)
 
     def state_dict(self) -> dict[str, Any]:

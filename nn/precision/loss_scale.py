@@ -6,7 +6,9 @@ lifting small gradients into fp16's range; the weight update divides by S again.
 
 - ``DynamicLossScale``: the shared rule (grow after N finite steps, back off on inf/NaN).
 - ``LossScaleOptimizer``: tf.keras's face (``get_scaled_loss``, ``get_unscaled_gradients``,
-  ``apply_gradients``), used by ``Model.fit``.
+  ``apply_gradients`` of unscaled gradients), used by ``Model.fit``. Keras 3's face
+  (``scale_loss``, and ``apply_gradients`` of *scaled* gradients, unscaled inside) is
+  ``nn.faces.keras.optimizers.LossScaleOptimizer``, a subclass with Keras 3's rules.
 - ``GradScaler`` (in ``nn.precision.grad_scaler``): PyTorch's face (``scale``, ``unscale_``,
   ``step``, ``update``).
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -205,8 +207,14 @@ class LossScaleOptimizer:
 
     With ``dynamic=False`` the scale stays ``initial_scale`` and every update is applied, finite
     or not (tf.keras's fixed loss scale); ``dynamic_growth_steps`` is then None, and passing one
-    raises, as in tf.keras. ``scale_loss`` is Keras 3's name for
-    ``get_scaled_loss``; ``apply_gradients`` still expects unscaled gradients.
+    raises, as in tf.keras. ``dynamic`` must be True or False (the string "False" is refused,
+    not read as true).
+
+    ``scale_loss`` (Keras 3's name) raises here: Keras 3 pairs it with an ``apply_gradients``
+    that unscales, tf.keras's ``apply_gradients`` does not, so the pair would step
+    ``loss_scale`` times too far. Keras 3's contract is ``nn.faces.keras.optimizers.
+    LossScaleOptimizer``. ``Model.fit`` steps through ``scale_loss_for_fit`` and
+    ``apply_scaled_gradients``, which each face defines by its own rules.
     """
 
     def __init__(self, inner_optimizer: Optimizer, initial_scale: float = KERAS_INITIAL_SCALE,
@@ -216,6 +224,9 @@ class LossScaleOptimizer:
         if not isinstance(inner_optimizer, Optimizer):
             raise TypeError(f"inner_optimizer must be an nn optimizer (SGD, RMSprop, Adam), got "
                             f"{type(inner_optimizer).__name__}")
+        if not isinstance(dynamic, (bool, np.bool_)):
+            raise TypeError(f"{type(self).__name__}: dynamic must be True or False, got "
+                            f"{dynamic!r} ({type(dynamic).__name__})")
         self.inner_optimizer = inner_optimizer
         self.dynamic = bool(dynamic)
         self.initial_scale = float(np.float32(loss_scale("initial_scale", initial_scale)))
@@ -231,6 +242,18 @@ class LossScaleOptimizer:
                              f"scale never grows), got {dynamic_growth_steps!r}")
         self.skipped_steps = 0
         self.last_step_skipped = False
+
+    _faces: ClassVar[list[type[LossScaleOptimizer]]] = []
+    """The subclasses (other faces' rules), asked in turn by ``from_config``."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        LossScaleOptimizer._faces.append(cls)
+
+    @classmethod
+    def _reads_config(cls, config: dict[str, Any]) -> bool:
+        """True for a config this class wrote: tf.keras's has ``dynamic``."""
+        return "dynamic" in config
 
     # ---- read-only views -----------------------------------------------------------------
     @property
@@ -271,7 +294,18 @@ class LossScaleOptimizer:
             return lambda: self.get_scaled_loss(loss())
         return _scale_value(loss, self.loss_scale)
 
-    scale_loss = get_scaled_loss
+    def scale_loss(self, loss: Any) -> Any:
+        """Keras 3's name: refused here, where ``apply_gradients`` follows tf.keras (it expects
+        gradients already unscaled), so that a Keras 3 loop cannot step 2**15 times too far."""
+        raise AttributeError(
+            "nn.LossScaleOptimizer follows tf.keras: write scaled = opt.get_scaled_loss(loss), "
+            "grads = opt.get_unscaled_gradients(scaled_grads), opt.apply_gradients(...). "
+            "Keras 3's scale_loss, whose apply_gradients unscales, is "
+            "nn.faces.keras.optimizers.LossScaleOptimizer")
+
+    def scale_loss_for_fit(self, loss: Any) -> Any:
+        """The loss ``Model.fit`` differentiates: ``loss * loss_scale``."""
+        return self.get_scaled_loss(loss)
 
     def get_unscaled_gradients(self, grads: Iterable[Any]) -> list[Any]:
         """Each gradient times ``float32(1 / loss_scale)``; None stays None.
@@ -293,6 +327,14 @@ class LossScaleOptimizer:
         return out
 
     # ---- applying ----------------------------------------------------------------------------
+    def apply_scaled_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> bool:
+        """What ``Model.fit`` calls with the gradients of ``scale_loss_for_fit``'s loss: here
+        ``get_unscaled_gradients`` then ``apply_gradients`` (tf.keras); returns True if
+        applied."""
+        pairs = list(grads_and_vars)
+        unscaled = self.get_unscaled_gradients([g for g, _ in pairs])
+        return self.apply_gradients(zip(unscaled, [v for _, v in pairs], strict=True))
+
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> bool:
         """Apply unscaled gradients unless one is non-finite; returns True if applied.
 
@@ -328,7 +370,14 @@ class LossScaleOptimizer:
     def from_config(cls, config: dict[str, Any], inner_optimizer: Optimizer | None = None
                     ) -> LossScaleOptimizer:
         """A new LossScaleOptimizer from ``get_config``'s output (around ``inner_optimizer``
-        if given, else the one the config describes)."""
+        if given, else the one the config describes). A config without ``dynamic`` is Keras
+        3's (``nn.precision.loss_scale_keras3``), and makes that face's optimizer: each subclass
+        says which configs it reads (``_reads_config``) and is found in ``_faces``."""
+        if cls is LossScaleOptimizer and not cls._reads_config(config):
+            for face in LossScaleOptimizer._faces:
+                if face._reads_config(config):
+                    return face.from_config(config, inner_optimizer)
+            raise ValueError(f"not a LossScaleOptimizer config: {sorted(config)}")
         inner = (OPTIMIZERS.deserialize(config["inner_optimizer"]) if inner_optimizer is None
                  else inner_optimizer)
         return cls(inner, initial_scale=config["initial_scale"],

@@ -115,6 +115,12 @@ class Policy:
         return self._recipe
 
     @property
+    def quantization_mode(self) -> str | None:
+        """Keras 3's quantization mode: None for nn's policies (recipe policies included);
+        "float8" for ``nn.faces.keras.dtype_policies.QuantizedFloat8DTypePolicy``."""
+        return None
+
+    @property
     def is_mixed(self) -> bool:
         return self._compute != self._variable or self._recipe is not None
 

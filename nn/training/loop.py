@@ -208,7 +208,7 @@ def train_step(model: Any, xb: np.ndarray, yb: np.ndarray, scaler: LossScaleOpti
     # a scaled backward may overflow to inf (then inf - inf = NaN in sums): IEEE results the
     # loss scaler is there to catch, not warnings
     scale, skipped = 1.0, False
-    root = loss if scaler is None else scaler.get_scaled_loss(loss)
+    root = loss if scaler is None else scaler.scale_loss_for_fit(loss)
     if scaler is not None:
         scale = scaler.loss_scale
     if monitor is not None:
@@ -233,10 +233,10 @@ def train_step(model: Any, xb: np.ndarray, yb: np.ndarray, scaler: LossScaleOpti
     else:
         # fp32 gradients go in as arrays (no Tensor round trip); others keep their format
         # so that the unscaled values are rounded back into it
-        unscaled = scaler.get_unscaled_gradients(
-            [g.data if g is not None and g.fmt == fpsim.FP32 else g for g in grads])
-        scaler.apply_gradients(
-            [(g, v) for g, v in zip(unscaled, variables, strict=True) if g is not None])
+        # (each face's scaler unscales by its own rules: nn.precision.loss_scale)
+        scaler.apply_scaled_gradients(
+            [(g.data if g.fmt == fpsim.FP32 else g, v)
+             for g, v in zip(grads, variables, strict=True) if g is not None])
         skipped = scaler.last_step_skipped
     for v in variables:
         v.zero_grad()

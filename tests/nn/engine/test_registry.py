@@ -12,6 +12,7 @@ import pytest
 from resume import assert_resume_is_bit_identical
 
 import nn
+import nn.faces.keras  # noqa: F401 (registers the Keras 3 face's KerasDense in every worker)
 from nn.engine.registry import ACTIVATIONS, LAYERS, LOSSES, METRICS, OPTIMIZERS, Registry
 
 CE = nn.losses.SparseCategoricalCrossentropy
@@ -20,6 +21,8 @@ CE = nn.losses.SparseCategoricalCrossentropy
 # class that needs arguments makes test_every_registered_class_* fail until it is listed here
 EXAMPLES = {
     "Dense": lambda: nn.Dense(5, activation="tanh", use_bias=True, seed=3, name="ex_dense"),
+    "KerasDense": lambda: nn.faces.keras.layers.Dense(4, "tanh", dtype="mixed_float16",
+                                                      seed=2),
     "Activation": lambda: nn.Activation("gelu", dtype="mixed_bfloat16"),
     "Linear": lambda: nn.Linear(6, 5, seed=1, dtype="mixed_float16"),  # follows a Dense(6)
     "ReLU": lambda: nn.ReLU(negative_slope=0.25),

@@ -123,7 +123,7 @@ def test_get_scaled_loss_multiplies_numbers_arrays_tensors_and_callables():
     assert opt.get_scaled_loss(0.5) == 512.0
     np.testing.assert_array_equal(opt.get_scaled_loss(np.float32([1, 2])), [1024, 2048])
     assert opt.get_scaled_loss(lambda: 2.0)() == 2048.0
-    scaled = opt.scale_loss(make_grad([0.25]))
+    scaled = opt.get_scaled_loss(make_grad([0.25]))
     assert isinstance(scaled, Tensor)
     np.testing.assert_array_equal(scaled.data, [256.0])
 

@@ -1,0 +1,141 @@
+"""``keras.layers``: nn's layers under Keras 3's names, with Keras 3's ``Dense``.
+
+Every name but ``Dense`` is nn's own layer (``nn.layers``), which already follows Keras
+(names, argument order, channels-last). ``Dense`` here rounds as Keras 3 does:
+
+- ``keras.layers.Dense``: ``y = x @ kernel`` rounded to the compute format, then ``y + bias``
+  rounded again (two roundings, Keras 3's ``ops.matmul`` then ``ops.add``), then the
+  activation;
+- ``nn.Dense``: the products and the bias summed in fp32 and rounded once (a GPU GEMM's fused
+  bias epilogue).
+
+Under "mixed_float16" the two differ by one fp16 ulp on some outputs; under "float32" they
+agree. ``Dense.quantize("float8")`` switches the layer to Keras 3's float8 training
+(``keras.dtype_policies.QuantizedFloat8DTypePolicy``, run by nn's delayed scaling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from nn import functions as F
+from nn.engine.registry import LAYERS
+from nn.engine.tensor import Tensor
+from nn.faces.keras.dtype_policies import (
+    DTypePolicy,
+    QuantizedFloat8DTypePolicy,
+    deserialize,
+    get,
+    serialize,
+)
+from nn.layers import (
+    Activation,
+    Add,
+    AveragePooling2D,
+    BatchNormalization,
+    Conv2D,
+    Dropout,
+    Embedding,
+    Flatten,
+    GlobalAveragePooling2D,
+    Input,
+    InputLayer,
+    Layer,
+    LayerNormalization,
+    MaxPooling2D,
+    MultiHeadAttention,
+    ReLU,
+)
+from nn.layers import Dense as _NnDense
+from nn.layers.base import _unique_name
+
+_UNSUPPORTED = ("kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                "kernel_constraint", "bias_constraint", "lora_rank")
+
+
+@LAYERS.register
+class KerasDense(_NnDense):
+    """Keras 3's ``Dense(units, activation=None, use_bias=True,
+    kernel_initializer="glorot_uniform", bias_initializer="zeros", ...)``.
+
+    Numerics (Keras 3's): x and kernel in the compute format, products summed in fp32 and
+    rounded to the compute format; the bias added in a second op, rounded again; then the
+    activation. Regularizers, constraints and LoRA are not emulated: a non-None value raises.
+    The class is registered as ``KerasDense`` (its checkpoint name); layers are named
+    "dense", "dense_1", ... as Keras names them.
+    """
+
+    supports_quantization = ("float8",)
+
+    def __init__(self, units: int, activation: str | Callable | None = None,
+                 use_bias: bool = True, kernel_initializer: str | Callable = "glorot_uniform",
+                 bias_initializer: str | Callable = "zeros", kernel_regularizer: Any = None,
+                 bias_regularizer: Any = None, activity_regularizer: Any = None,
+                 kernel_constraint: Any = None, bias_constraint: Any = None,
+                 lora_rank: int | None = None, *, dtype: Any = None, name: str | None = None,
+                 **kwargs: Any) -> None:
+        given = dict(zip(_UNSUPPORTED, (kernel_regularizer, bias_regularizer,
+                                        activity_regularizer, kernel_constraint,
+                                        bias_constraint, lora_rank), strict=True))
+        for arg, value in given.items():
+            if value is not None:
+                raise ValueError(f"Dense: {arg}={value!r} is not emulated by nn; add a penalty "
+                                 "to the loss yourself, or leave it None")
+        if isinstance(dtype, str) or dtype is None:
+            dtype = get(dtype)  # Keras 3: the layer holds a DTypePolicy
+        super().__init__(units, activation, use_bias, kernel_initializer, bias_initializer,
+                         dtype=dtype, name=name or _unique_name("dense"), **kwargs)
+
+    def call(self, x: Tensor, training: bool = False) -> Tensor:
+        assert self.kernel is not None  # built by __call__
+        lead = x.shape[:-1]
+        x2 = x if x.ndim == 2 else F.reshape(x, (-1, self.input_dim))
+        y = F.linear(x2, self.read(self.kernel))  # rounding 1: the matmul
+        if self.bias is not None:
+            y = y + self.read(self.bias)  # rounding 2: the bias add
+        if self.activation is not None:
+            y = self.activation(y)
+        return y if x.ndim == 2 else F.reshape(y, (*lead, self.units))
+
+    def quantize(self, mode: str, type_check: bool = True, config: Any = None) -> None:
+        """Keras 3's ``layer.quantize("float8")``: float8 training of this layer's matmul
+        (``QuantizedFloat8DTypePolicy("float8", <its policy>)``, amax history 1024). Other
+        modes, a ``config`` and an unbuilt layer raise."""
+        if mode not in self.supports_quantization:
+            raise ValueError(f"Dense.quantize: mode {mode!r} is not emulated by nn; float8 "
+                             "training is quantize('float8'), other narrow formats are "
+                             "nn.fp8's recipe policies (e.g. dtype='mxfp8')")
+        if config is not None:
+            raise ValueError("Dense.quantize: config= is not supported by nn; float8 "
+                             "training uses QuantizedFloat8DTypePolicy's delayed scaling")
+        if not self.built:
+            raise ValueError(f"Cannot quantize layer '{self.name}': it isn't built yet; call "
+                             "it on a batch (nn layers build on their first call) or "
+                             "build(input_shape) first")
+        if self.policy.recipe is not None:
+            raise ValueError(f"Dense.quantize: layer '{self.name}' already runs under "
+                             f"{self.policy.name!r}")
+        self.policy = QuantizedFloat8DTypePolicy(mode, self.policy.name)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        if isinstance(self.policy, DTypePolicy) and self.policy.quantization_mode is not None:
+            config["dtype"] = serialize(self.policy)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> KerasDense:
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = deserialize(config["dtype"])
+        return cls(**config)
+
+
+Dense = KerasDense
+
+__all__ = [
+    "Activation", "Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "Dense",
+    "Dropout", "Embedding", "Flatten", "GlobalAveragePooling2D", "Input", "InputLayer", "Layer",
+    "LayerNormalization", "MaxPooling2D", "MultiHeadAttention", "ReLU",
+]
