@@ -83,8 +83,9 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
     ----------
     recipe:
         A ``Recipe``, or a policy name from ``POLICY_RECIPES`` (a new recipe each time: keep
-        the object to read its log). Default: ``DelayedScaling()``, as Transformer Engine's
-        default recipe before Blackwell.
+        the object to read its log). Default: a new ``DelayedScaling()`` (1024 amaxes), as
+        Transformer Engine's default recipe before Blackwell. (``nn.faces.te.fp8_autocast``
+        has TE's argument order and one default recipe per process.)
     enabled:
         False runs the block without any recipe (switching off an enclosing one).
 
@@ -99,6 +100,11 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
     def __init__(self, recipe: Recipe | str | None = None, enabled: bool = True) -> None:
         if not isinstance(enabled, bool):
             raise TypeError(f"fp8_autocast: enabled must be True or False, got {enabled!r}")
+        if isinstance(recipe, bool):
+            raise TypeError(f"nn.fp8_autocast takes the recipe first: nn.fp8_autocast(recipe, "
+                            f"enabled=...), got the recipe {recipe!r}; Transformer Engine's "
+                            "order, fp8_autocast(enabled, calibrating, fp8_recipe), is "
+                            "nn.faces.te.fp8_autocast")
         if recipe is None:
             recipe = DelayedScaling()
         self.recipe = get_recipe(recipe)

@@ -119,3 +119,8 @@ def test_current_scaling_options_reach_the_cast():
         CurrentScaling(amax_epsilon=-1.0)
     with pytest.raises(TypeError, match="use_power_2_scales must be True or False"):
         CurrentScaling(use_power_2_scales=1)
+
+
+def test_nn_fp8_autocast_given_a_bool_for_the_recipe_names_both_spellings():
+    with pytest.raises(TypeError, match=r"takes the recipe first.*nn.faces.te.fp8_autocast"):
+        nn.fp8_autocast(True)
