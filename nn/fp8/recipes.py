@@ -276,8 +276,9 @@ class _PerTensor(Recipe):
         return algo if isinstance(algo, str) else getattr(algo, "__qualname__", repr(algo))
 
     def config(self) -> tuple[object, ...]:
-        return (type(self).__name__, self.fp8_format, self.amax_history_len,
+        base = (type(self).__name__, self.fp8_format, self.amax_history_len,
                 self._algo_name(), self.margin)
+        return (*base, "fp32_product") if self.fp32_product else base
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(fp8_format={self.fp8_format!r}, amax_history_len="
@@ -329,7 +330,8 @@ class CurrentScaling(_PerTensor):
         base = (type(self).__name__, self.fp8_format, 1, "most_recent", self.margin)
         # (the defaults leave the saved config as it was, so older checkpoints still load)
         extra = (self.power_2, self.amax_epsilon)
-        return base if extra == (False, 0.0) else (*base, *extra)
+        base = base if extra == (False, 0.0) else (*base, *extra)
+        return (*base, "fp32_product") if self.fp32_product else base
 
     def __repr__(self) -> str:
         extra = "" if (self.power_2, self.amax_epsilon) == (False, 0.0) else (

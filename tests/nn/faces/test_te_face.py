@@ -304,3 +304,13 @@ def test_a_zero_input_step_leaves_the_delayed_state_as_it_was():
     assert recipe.states[name].scale == before[0] == 224.0
     np.testing.assert_array_equal(recipe.states[name].amax_history, before[1])
     assert math.isfinite(recipe.states[name].scale)
+
+
+def test_a_te_recipe_state_does_not_load_into_nn_own_recipe_of_the_other_cast():
+    face, ours = te.recipe.DelayedScaling(), NnDelayed()
+    face.quantize(np.float32([2.0]), "t", "forward")
+    with pytest.raises(ValueError, match="recipe: the state is of the recipe"):
+        ours.load_state_dict(face.state_dict())
+    again = te.recipe.DelayedScaling()
+    again.load_state_dict(face.state_dict())
+    assert again.states["t"].scale == 224.0
