@@ -32,7 +32,7 @@ import numpy as np
 import fpsim
 from fpsim import Format
 from nn.engine.checks import number
-from nn.fp8.recipes import FP8_FORMATS, Recipe, _amax, _role
+from nn.fp8.recipes import FP8_FORMATS, POLICY_RECIPES, Recipe, _amax, _role
 from nn.fp8.state import TensorRecord, current_scales
 
 TILE = 128  # TE's and DeepSeek-V3's block length
@@ -161,3 +161,6 @@ class Float8BlockScaling(Recipe):
                 f"{self.x_dim}, w_block_scaling_dim={self.w_dim}, grad_block_scaling_dim="
                 f"{self.grad_dim}, power_2_scales={self.power_2}, amax_epsilon="
                 f"{self.amax_epsilon!r})")
+
+
+POLICY_RECIPES["fp8_blockwise"] = Float8BlockScaling  # the policy name (``nn.Policy``)

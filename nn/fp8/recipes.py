@@ -327,7 +327,8 @@ class CurrentScaling(_PerTensor):
         self.amax_epsilon = number("amax_epsilon", amax_epsilon, lo=0.0)
 
     def config(self) -> tuple[object, ...]:
-        base = (type(self).__name__, self.fp8_format, 1, "most_recent", self.margin)
+        base: tuple[object, ...] = (type(self).__name__, self.fp8_format, 1, "most_recent",
+                                    self.margin)
         # (the defaults leave the saved config as it was, so older checkpoints still load)
         extra = (self.power_2, self.amax_epsilon)
         base = base if extra == (False, 0.0) else (*base, *extra)
@@ -430,6 +431,8 @@ POLICY_RECIPES: dict[str, Callable[[], Recipe]] = {
     "nvfp4": lambda: BlockScaling("nvfp4"),
     "mixed_tf32": TF32Inputs,
 }
+# (a recipe defined in a module that builds on this one adds its policy name there, on import:
+# nn.fp8.blockwise's "fp8_blockwise"; nn.fp8's __init__ imports every such module)
 
 
 def recipe_for_policy(name: str) -> Recipe | None:

@@ -96,3 +96,17 @@ def test_without_power_of_two_scales_the_scale_is_448_over_amax():
 def test_bad_tilings_are_refused_naming_the_argument(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Float8BlockScaling(**kwargs)
+
+
+def test_the_fp8_blockwise_policy_trains_a_dense_model_with_its_tiles():
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(size=(32, 20)).astype(np.float32), rng.integers(0, 3, size=32)
+    model = nn.Sequential([nn.Dense(16, activation="relu", dtype="fp8_blockwise"),
+                           nn.Dense(3, dtype="float32")])
+    model.compile(optimizer=nn.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    model.fit(x, y, batch_size=16, epochs=1, seed=0, verbose=0)
+    recipe = model.layers[0].policy.recipe
+    assert isinstance(recipe, Float8BlockScaling)
+    names = {r.name.rpartition("/")[2] for r in recipe.log.records}
+    # the first layer needs only its weight's gradient: x^T @ g, both tiled along the batch
+    assert names == {"input", "weight", "input_t", "grad_output_t"}
