@@ -73,13 +73,19 @@ class autocast:  # noqa: N801 (TE's spelling)
         self.recipe = get_default_fp8_recipe() if recipe is None else recipe
         self.amax_reduction_group = amax_reduction_group
         self._block = _nn_fp8_autocast(self.recipe, enabled=enabled)
+        self._entered = False
 
     def __enter__(self) -> autocast:
+        if self._entered:
+            raise RuntimeError("autocast context manager cannot be entered more than once "
+                               "concurrently (as in Transformer Engine): make a new one")
         self._block.__enter__()
+        self._entered = True
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._block.__exit__(*exc)
+        self._entered = False
 
 
 def fp8_autocast(enabled: bool = True, calibrating: bool = False,

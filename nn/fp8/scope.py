@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -109,7 +110,8 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
             recipe = DelayedScaling()
         self.recipe = get_recipe(recipe)
         self.enabled = enabled
-        self._tokens: list[contextvars.Token[Run | None]] = []
+        # (the entering thread, the token that restores its outer run), innermost last
+        self._tokens: list[tuple[int, contextvars.Token[Run | None]]] = []
 
     def __enter__(self) -> fp8_autocast:
         outer = _RUN.get()
@@ -120,11 +122,25 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
             run = outer  # nested block of the same recipe: the same pass
         else:
             run = Run(self.recipe, explicit=True)
-        self._tokens.append(_RUN.set(run))
+        self._tokens.append((threading.get_ident(), _RUN.set(run)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _RUN.reset(self._tokens.pop())
+        if not self._tokens:
+            raise RuntimeError("fp8_autocast: exited without being entered")
+        ident, token = self._tokens[-1]
+        if ident != threading.get_ident():
+            raise RuntimeError(
+                "fp8_autocast: exited from a thread that did not enter it; each thread enters "
+                "and exits its own block (the block stays active in the thread that entered "
+                "it, whose own exit still works)")
+        try:
+            _RUN.reset(token)
+        except ValueError as e:  # same thread, another contextvars Context (e.g. a task)
+            raise RuntimeError("fp8_autocast: exited in another context than the one that "
+                               "entered it (an asyncio task or contextvars.Context.run); the "
+                               "entering context's own exit still works") from e
+        self._tokens.pop()
 
     def __repr__(self) -> str:
         return f"fp8_autocast({self.recipe!r}, enabled={self.enabled})"

@@ -314,3 +314,12 @@ def test_a_te_recipe_state_does_not_load_into_nn_own_recipe_of_the_other_cast():
     again = te.recipe.DelayedScaling()
     again.load_state_dict(face.state_dict())
     assert again.states["t"].scale == 224.0
+
+
+def test_one_autocast_object_cannot_be_entered_twice_at_once_as_in_te():
+    block = te.autocast(recipe=te.recipe.DelayedScaling())
+    with block:
+        with pytest.raises(RuntimeError, match="cannot be entered more than once"):
+            block.__enter__()
+    with block:  # after its exit it can be used again
+        assert nn.fp8.active_recipe() is block.recipe

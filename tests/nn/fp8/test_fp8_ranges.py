@@ -124,3 +124,26 @@ def test_current_scaling_options_reach_the_cast():
 def test_nn_fp8_autocast_given_a_bool_for_the_recipe_names_both_spellings():
     with pytest.raises(TypeError, match=r"takes the recipe first.*nn.faces.te.fp8_autocast"):
         nn.fp8_autocast(True)
+
+
+def test_an_fp8_autocast_exited_from_another_thread_is_refused_and_the_owner_keeps_it():
+    import threading
+
+    block, errors = nn.fp8_autocast(DelayedScaling()), []
+    block.__enter__()
+
+    def foreign_exit():
+        try:
+            block.__exit__(None, None, None)
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    worker = threading.Thread(target=foreign_exit)
+    worker.start()
+    worker.join()
+    assert len(errors) == 1 and "exited from a thread that did not enter it" in errors[0]
+    assert nn.fp8.active_recipe() is block.recipe  # still on in the owner
+    block.__exit__(None, None, None)  # the owner's exit works
+    assert nn.fp8.active_recipe() is None
+    with pytest.raises(RuntimeError, match="exited without being entered"):
+        block.__exit__(None, None, None)
