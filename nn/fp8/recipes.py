@@ -416,10 +416,14 @@ class TF32Inputs(Recipe):
         return "TF32Inputs()"
 
 
+POLICY_HISTORY_LEN = 16  # ours: the amax history of the delayed-scaling policy names
+
 # The policy names that carry a recipe: name -> factory (one recipe instance per Policy).
 POLICY_RECIPES: dict[str, Callable[[], Recipe]] = {
-    "fp8_hybrid_delayed": lambda: DelayedScaling("hybrid"),
-    "fp8_e4m3_delayed": lambda: DelayedScaling("e4m3"),
+    # ours: the delayed policies keep 16 amaxes, sized for short runs (the course's 118 steps);
+    # DelayedScaling() itself has TE's 1024
+    "fp8_hybrid_delayed": lambda: DelayedScaling("hybrid", POLICY_HISTORY_LEN),
+    "fp8_e4m3_delayed": lambda: DelayedScaling("e4m3", POLICY_HISTORY_LEN),
     "fp8_hybrid_current": lambda: CurrentScaling("hybrid"),
     "fp8_e4m3_current": lambda: CurrentScaling("e4m3"),
     "mxfp8": lambda: BlockScaling("mxfp8_e4m3"),

@@ -73,6 +73,7 @@ def test_a_huge_amax_history_len_is_refused_before_anything_is_allocated():
 def test_delayed_scaling_keeps_1024_amaxes_by_default_as_transformer_engine():
     recipe = DelayedScaling()
     assert recipe.amax_history_len == 1024
+    assert nn.Policy("fp8_hybrid_delayed").recipe.amax_history_len == 16  # ours, named so
     with nn.fp8_autocast() as ctx:
         assert ctx.recipe.amax_history_len == 1024
     # one outlier step: the scale stays at 448 / 100 for the next 1023 updates

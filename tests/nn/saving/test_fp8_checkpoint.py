@@ -110,7 +110,7 @@ def _first_state(c):
                                                    r"got -1.0"),
     (lambda c: _first_state(c).update(scale=0.1), r"scale must be a finite float32.*0.1"),
     (lambda c: _first_state(c).update(steps=-2), r"steps must be an integer >= 0, got -2"),
-    (lambda c: _first_state(c).update(amax_history=[1.0]), r"amax_history must be a list of 1024"),
+    (lambda c: _first_state(c).update(amax_history=[1.0]), r"amax_history must be a list of 16"),
     (lambda c: _first_state(c)["amax_history"].__setitem__(3, -0.5),
      r"amax_history\[3\] must be a float32 value >= 0, inf or NaN.*-0.5"),
     (lambda c: _first_state(c).update(format="float8_e3m4"), r"format must be one of"),
