@@ -48,12 +48,20 @@ def _swap(v: np.ndarray) -> np.ndarray:
 
 
 def _product(va: np.ndarray, vb: np.ndarray, inv_a: float, inv_b: float) -> np.ndarray:
-    """(va @ vb) * float32(inv_a * inv_b): fp32 accumulation, then the scales undone."""
-    with np.errstate(invalid="ignore", over="ignore"):
+    """(va @ vb) * float32(inv_a * inv_b): fp32 accumulation, then the scales undone.
+
+    When float32(inv_a * inv_b) leaves float32's range (large margins, tiny amaxes), the
+    product of the inverse scales is taken in float64 and a zero sum stays zero (ours: a
+    quantized operand flushed to zero by a tiny scale gives 0, never 0 * inf = NaN)."""
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
         z = np.matmul(va, vb)
         alpha = np.float32(inv_a) * np.float32(inv_b)
-        if alpha != 1:
-            z = np.multiply(z, alpha.astype(z.dtype), out=z)
+        if np.isfinite(alpha) and alpha != 0:
+            if alpha != 1:
+                z = np.multiply(z, alpha.astype(z.dtype), out=z)
+        else:
+            wide = np.float64(inv_a) * np.float64(inv_b)
+            z = np.where(z == 0, z, (z.astype(np.float64) * wide).astype(z.dtype))
     return z
 
 

@@ -6,14 +6,15 @@ multiplies the quantized operands with fp32 accumulation and undoes the scales o
 result (Transformer Engine's GEMM: ``(A_q @ B_q) * (scale_inv_a * scale_inv_b)``), then
 rounds once to the op's output format (the compute format, e.g. bf16).
 
-- ``DelayedScaling(fp8_format="hybrid"|"e4m3", amax_history_len=16,
-  amax_compute_algo="max"|"most_recent", margin=0)``: one ``ScalingState`` per tensor
-  (``nn.fp8.state``); the tensor is cast with the scale from *earlier* steps, then its amax
-  updates the state. "hybrid": E4M3 (OCP E4M3FN, max 448) for activations and weights (role
-  "forward"), E5M2 (max 57344) for gradients (role "backward"); "e4m3": E4M3 for both.
-- ``CurrentScaling(fp8_format, margin=0)``: just-in-time scaling, ``scale = fp8_max / amax``
-  of the tensor itself; a zero or non-finite amax gives scale 1 (TE's
-  ``compute_scale_from_amax``).
+- ``DelayedScaling(fp8_format="hybrid"|"e4m3", amax_history_len=1024,
+  amax_compute_algo="max"|"most_recent"|callable, margin=0)`` (TE's defaults): one
+  ``ScalingState`` per tensor (``nn.fp8.state``: TE's fused amax-and-scale update); the tensor
+  is cast with the scale from *earlier* steps, then its amax updates the state. "hybrid": E4M3
+  (OCP E4M3FN, max 448) for activations and weights (role "forward"), E5M2 (max 57344) for
+  gradients (role "backward"); "e4m3": E4M3 for both.
+- ``CurrentScaling(fp8_format, margin=0, use_power_2_scales=False, amax_epsilon=0.0)``:
+  just-in-time scaling from the amax of the tensor itself (TE's ``compute_scale_from_amax``);
+  a zero or non-finite amax gives scale 1.
 - ``BlockScaling(fmt, backward=None)``: the OCP MX formats and NVFP4 through
   ``fpsim.mx.quantize`` along the matmul's inner dimension (blocks of a row of A and of a
   column of B), scale rounding as fpsim.mx's default for the format; ``backward`` is the
@@ -24,7 +25,9 @@ rounds once to the op's output format (the compute format, e.g. bf16).
 
 Per-tensor cast: ``x * scale`` is computed exactly (float64 holds the product of two float32
 values) and rounded once, nearest even, *saturating* to +-max (TE casts with satfinite; NaN
-stays NaN). Telemetry of every quantization goes to ``recipe.log`` (``TelemetryLog``); an
+stays NaN): the single rounding is ours; TE rounds ``float32(x * scale)`` first, which the
+Transformer Engine face (``nn.faces.te``) does (``fp32_product``). Telemetry of every
+quantization goes to ``recipe.log`` (``TelemetryLog``); an
 active ``fpsim.monitor`` also counts each cast at the tensor's name (``m.counts`` for
 per-tensor and TF32 casts, ``m.blocks`` for block formats).
 
@@ -35,7 +38,6 @@ Policies (``nn.Policy(name)``; fp32 master weights, compute format bf16 unless n
 from __future__ import annotations
 
 import gc
-import math
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -46,8 +48,15 @@ import fpsim
 from fpsim import BF16, E4M3FN, E5M2, FP32, TF32, Format
 from fpsim import mx as fpsim_mx
 from fpsim._names import unknown_name
-from nn.engine.checks import count
-from nn.fp8.state import ScalingState, TelemetryLog, TensorRecord
+from nn.engine.checks import count, number
+from nn.fp8.state import (
+    ScalingState,
+    TelemetryLog,
+    TensorRecord,
+    check_history_len,
+    check_margin,
+    tensor_amax,
+)
 
 ROLES = ("forward", "backward")
 FP8_FORMATS: dict[str, tuple[Format, Format]] = {  # fp8_format -> (forward, backward)
@@ -183,17 +192,25 @@ class Recipe:
 
 class _PerTensor(Recipe):
     current = False
+    # how the cast forms x * scale: False, exactly (float64 holds the product of two float32
+    # values) and rounded once to fp8 (ours); True, rounded to float32 first and then cast, as
+    # TE's cast kernels do (``temp = temp * s`` in float, then the fp8 conversion)
+    fp32_product = False
 
-    def __init__(self, fp8_format: str = "hybrid", amax_history_len: int = 16,
-                 amax_compute_algo: str = "max", margin: int = 0) -> None:
+    def __init__(self, fp8_format: str = "hybrid", amax_history_len: int = 1024,
+                 amax_compute_algo: str | Callable[[np.ndarray], Any] = "max",
+                 margin: int = 0) -> None:
         super().__init__()
         if fp8_format not in FP8_FORMATS:
             raise ValueError(f"fp8_format must be one of {tuple(FP8_FORMATS)}, got "
                              f"{fp8_format!r}")
         self.fp8_format = fp8_format
-        self.amax_history_len = amax_history_len
+        # checked here, before any history is allocated
+        self.amax_history_len = check_history_len(amax_history_len)
+        self.margin = check_margin(margin, tuple(f.max for f in FP8_FORMATS[fp8_format]))
         self.amax_compute_algo = amax_compute_algo
-        self.margin = margin
+        self.power_2 = False  # current scaling's options (CurrentScaling sets them)
+        self.amax_epsilon = 0.0
         self.new_state("forward")  # validates the numbers now, not at the first matmul
 
     def format(self, role: str) -> Format:
@@ -232,28 +249,36 @@ class _PerTensor(Recipe):
                  ) -> tuple[np.ndarray, float]:
         state = self.state(name, role)
         fmt = self.format(role)
-        amax = _amax(x)
+        amax = _amax(x)  # telemetry shows a NaN; the state gets TE's fmaxf amax (NaN skipped)
         step = state.steps
         if self.current:
-            state.update(amax)
-            if not (math.isfinite(amax) and amax > 0):
-                state.scale = 1.0  # TE's current scaling: no usable amax, scale 1
+            state.current(tensor_amax(x), self.power_2, self.amax_epsilon)
         scale = state.scale
-        with np.errstate(over="ignore", invalid="ignore"):
-            scaled = np.asarray(x, np.float64) * scale  # exact: 24 x 24 bits < 53
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            if self.fp32_product:
+                scaled = (np.asarray(x, np.float32) * np.float32(scale)).astype(np.float64)
+            else:
+                scaled = np.asarray(x, np.float64) * scale  # exact: 24 x 24 bits < 53
             q = np.asarray(fpsim.round(scaled, fmt, overflow="saturate", site=name))
             finite = np.isfinite(scaled)
             saturated = int(np.count_nonzero(finite & (np.abs(scaled) > fmt.max)))
-        flushed = int(np.count_nonzero((scaled != 0) & (q == 0)))
+        flushed = int(np.count_nonzero((x != 0) & (q == 0) & ~np.isnan(x)))
         self.log.append(TensorRecord(name, role, fmt.name, step, amax, scale, int(x.size),
                                      saturated, flushed))
         if not self.current:
-            state.update(amax)
-        return q.astype(x.dtype), float(np.float32(1.0) / np.float32(scale))
+            state.update(tensor_amax(x))
+        with np.errstate(divide="ignore", over="ignore"):
+            inv = float(np.float32(1.0) / np.float32(scale))
+        return q.astype(x.dtype), inv
+
+    def _algo_name(self) -> object:
+        algo = self.amax_compute_algo
+        return algo if isinstance(algo, str) else getattr(algo, "__qualname__", repr(algo))
 
     def config(self) -> tuple[object, ...]:
-        return (type(self).__name__, self.fp8_format, self.amax_history_len,
-                self.amax_compute_algo, self.margin)
+        base = (type(self).__name__, self.fp8_format, self.amax_history_len,
+                self._algo_name(), self.margin)
+        return (*base, "fp32_product") if self.fp32_product else base
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(fp8_format={self.fp8_format!r}, amax_history_len="
@@ -263,7 +288,13 @@ class _PerTensor(Recipe):
 
 class DelayedScaling(_PerTensor):
     """Transformer Engine's delayed scaling: each tensor cast with the scale its amax history
-    gave before this step, then its own amax joins the history (``nn.fp8.state``).
+    gave before this step, then its own amax joins the history (``nn.fp8.state``: TE's fused
+    update, or its unfused one for a callable ``amax_compute_algo``).
+
+    Defaults are TE's: ``amax_history_len=1024``, ``amax_compute_algo="max"``, ``margin=0``
+    (``margin`` from 0 to 134: beyond, the scale leaves float32's normal range). The cast
+    rounds the exact product ``x * scale`` once (ours; ``te.recipe.DelayedScaling`` rounds
+    ``float32(x * scale)`` as TE does).
 
     >>> recipe = DelayedScaling(fp8_format="hybrid", amax_history_len=16)
     >>> recipe.format("forward").name, recipe.format("backward").name
@@ -277,17 +308,36 @@ class DelayedScaling(_PerTensor):
 
 
 class CurrentScaling(_PerTensor):
-    """Just-in-time per-tensor scaling (TE's Float8CurrentScaling): ``scale = fp8_max / amax``
-    of the tensor being cast (divided by ``2**margin``); no history; a zero or non-finite amax
-    gives scale 1."""
+    """Just-in-time per-tensor scaling (TE's Float8CurrentScaling): the scale of each cast comes
+    from the amax of the tensor being cast (``nn.fp8.state.current_scale``, TE's
+    ``compute_scale_from_amax``): ``fp8_max / max(amax, amax_epsilon)`` in float32, rounded down
+    to a power of two if ``use_power_2_scales``; a zero or non-finite amax gives scale 1.
+    ``margin`` (divides by ``2**margin``) is ours: TE's current scaling has none.
+    """
 
     current = True
 
-    def __init__(self, fp8_format: str = "hybrid", margin: int = 0) -> None:
+    def __init__(self, fp8_format: str = "hybrid", margin: int = 0,
+                 use_power_2_scales: bool = False, amax_epsilon: float = 0.0) -> None:
         super().__init__(fp8_format, 1, "most_recent", margin)
+        if not isinstance(use_power_2_scales, bool):
+            raise TypeError(f"use_power_2_scales must be True or False, got "
+                            f"{use_power_2_scales!r}")
+        self.power_2 = use_power_2_scales
+        self.amax_epsilon = number("amax_epsilon", amax_epsilon, lo=0.0)
+
+    def config(self) -> tuple[object, ...]:
+        base: tuple[object, ...] = (type(self).__name__, self.fp8_format, 1, "most_recent",
+                                    self.margin)
+        # (the defaults leave the saved config as it was, so older checkpoints still load)
+        extra = (self.power_2, self.amax_epsilon)
+        base = base if extra == (False, 0.0) else (*base, *extra)
+        return (*base, "fp32_product") if self.fp32_product else base
 
     def __repr__(self) -> str:
-        return f"CurrentScaling(fp8_format={self.fp8_format!r}, margin={self.margin})"
+        extra = "" if (self.power_2, self.amax_epsilon) == (False, 0.0) else (
+            f", use_power_2_scales={self.power_2}, amax_epsilon={self.amax_epsilon!r}")
+        return f"CurrentScaling(fp8_format={self.fp8_format!r}, margin={self.margin}{extra})"
 
 
 class BlockScaling(Recipe):
@@ -366,10 +416,14 @@ class TF32Inputs(Recipe):
         return "TF32Inputs()"
 
 
+POLICY_HISTORY_LEN = 16  # ours: the amax history of the delayed-scaling policy names
+
 # The policy names that carry a recipe: name -> factory (one recipe instance per Policy).
 POLICY_RECIPES: dict[str, Callable[[], Recipe]] = {
-    "fp8_hybrid_delayed": lambda: DelayedScaling("hybrid"),
-    "fp8_e4m3_delayed": lambda: DelayedScaling("e4m3"),
+    # ours: the delayed policies keep 16 amaxes, sized for short runs (the course's 118 steps);
+    # DelayedScaling() itself has TE's 1024
+    "fp8_hybrid_delayed": lambda: DelayedScaling("hybrid", POLICY_HISTORY_LEN),
+    "fp8_e4m3_delayed": lambda: DelayedScaling("e4m3", POLICY_HISTORY_LEN),
     "fp8_hybrid_current": lambda: CurrentScaling("hybrid"),
     "fp8_e4m3_current": lambda: CurrentScaling("e4m3"),
     "mxfp8": lambda: BlockScaling("mxfp8_e4m3"),
@@ -381,6 +435,8 @@ POLICY_RECIPES: dict[str, Callable[[], Recipe]] = {
     "nvfp4": lambda: BlockScaling("nvfp4"),
     "mixed_tf32": TF32Inputs,
 }
+# (a recipe defined in a module that builds on this one adds its policy name there, on import:
+# nn.fp8.blockwise's "fp8_blockwise"; nn.fp8's __init__ imports every such module)
 
 
 def recipe_for_policy(name: str) -> Recipe | None:

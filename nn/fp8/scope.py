@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,8 +84,9 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
     ----------
     recipe:
         A ``Recipe``, or a policy name from ``POLICY_RECIPES`` (a new recipe each time: keep
-        the object to read its log). Default: ``DelayedScaling()``, as Transformer Engine's
-        default recipe before Blackwell.
+        the object to read its log). Default: a new ``DelayedScaling()`` (1024 amaxes), as
+        Transformer Engine's default recipe before Blackwell. (``nn.faces.te.fp8_autocast``
+        has TE's argument order and one default recipe per process.)
     enabled:
         False runs the block without any recipe (switching off an enclosing one).
 
@@ -99,11 +101,17 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
     def __init__(self, recipe: Recipe | str | None = None, enabled: bool = True) -> None:
         if not isinstance(enabled, bool):
             raise TypeError(f"fp8_autocast: enabled must be True or False, got {enabled!r}")
+        if isinstance(recipe, bool):
+            raise TypeError(f"nn.fp8_autocast takes the recipe first: nn.fp8_autocast(recipe, "
+                            f"enabled=...), got the recipe {recipe!r}; Transformer Engine's "
+                            "order, fp8_autocast(enabled, calibrating, fp8_recipe), is "
+                            "nn.faces.te.fp8_autocast")
         if recipe is None:
             recipe = DelayedScaling()
         self.recipe = get_recipe(recipe)
         self.enabled = enabled
-        self._tokens: list[contextvars.Token[Run | None]] = []
+        # (the entering thread, the token that restores its outer run), innermost last
+        self._tokens: list[tuple[int, contextvars.Token[Run | None]]] = []
 
     def __enter__(self) -> fp8_autocast:
         outer = _RUN.get()
@@ -114,11 +122,25 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
             run = outer  # nested block of the same recipe: the same pass
         else:
             run = Run(self.recipe, explicit=True)
-        self._tokens.append(_RUN.set(run))
+        self._tokens.append((threading.get_ident(), _RUN.set(run)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _RUN.reset(self._tokens.pop())
+        if not self._tokens:
+            raise RuntimeError("fp8_autocast: exited without being entered")
+        ident, token = self._tokens[-1]
+        if ident != threading.get_ident():
+            raise RuntimeError(
+                "fp8_autocast: exited from a thread that did not enter it; each thread enters "
+                "and exits its own block (the block stays active in the thread that entered "
+                "it, whose own exit still works)")
+        try:
+            _RUN.reset(token)
+        except ValueError as e:  # same thread, another contextvars Context (e.g. a task)
+            raise RuntimeError("fp8_autocast: exited in another context than the one that "
+                               "entered it (an asyncio task or contextvars.Context.run); the "
+                               "entering context's own exit still works") from e
+        self._tokens.pop()
 
     def __repr__(self) -> str:
         return f"fp8_autocast({self.recipe!r}, enabled={self.enabled})"

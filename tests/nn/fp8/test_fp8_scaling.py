@@ -13,19 +13,22 @@ from nn.fp8 import BlockScaling, CurrentScaling, DelayedScaling, ScalingState
 
 
 def te_rule(amaxes, fp8_max, history_len, algo, margin):
-    """Transformer Engine's delayed scaling, written from its documentation: the window holds
-    the current amax and the history_len - 1 before it; the scale is fp8_max / amax / 2^margin
-    of the window's max (or the current amax), in float32, kept when that amax is 0 or not
+    """Transformer Engine's fused delayed-scaling update (kernel_bulk in
+    transformer_engine/common/recipe/delayed_scaling.cu), written as a list: a zero amax is
+    skipped (no roll, scale kept); otherwise the window holds the last history_len amaxes, the
+    current one included; "max" is fmaxf over it (a NaN is dropped), "most_recent" the current
+    amax; scale = float32(fp8_max * 2^-margin) / amax in float32, kept when that amax is 0 or not
     finite; the scale before the first update is 1."""
     scales, window, scale = [], [], np.float32(1.0)
     for a in amaxes:
-        window = (window + [np.float32(a)])[-history_len:]
-        if algo == "max":
-            ref = np.float32(np.nan) if any(np.isnan(w) for w in window) else max(window)
-        else:
-            ref = window[-1]
-        if math.isfinite(ref) and ref > 0:
-            scale = np.float32(fp8_max) / np.float32(ref) / np.float32(2.0**margin)
+        if a != 0:
+            window = (window + [np.float32(a)])[-history_len:]
+            if algo == "max":
+                ref = max((w for w in window if not np.isnan(w)), default=np.float32(0))
+            else:
+                ref = window[-1]
+            if math.isfinite(ref) and ref > 0:
+                scale = np.float32(fp8_max) * np.float32(2.0**-margin) / np.float32(ref)
         scales.append(float(scale))
     return scales
 
@@ -59,13 +62,31 @@ def test_zero_amax_keeps_the_previous_scale():
     assert state.update(0.0) == 57344.0 * 2**10
 
 
-@pytest.mark.parametrize("bad", [math.inf, math.nan])
-def test_nonfinite_amax_freezes_the_scale_while_it_is_in_the_window(bad):
+def test_inf_amax_freezes_the_scale_while_it_is_in_the_window():
     state = DelayedScaling(amax_history_len=3).new_state("forward")
     state.update(4.0)
-    frozen = [state.update(a) for a in (bad, 1.0, 1.0)]
-    assert frozen == [112.0, 112.0, 112.0]  # the bad amax is in the window for 3 updates
+    frozen = [state.update(a) for a in (math.inf, 1.0, 1.0)]
+    assert frozen == [112.0, 112.0, 112.0]  # the inf is in the window for 3 updates
     assert state.update(1.0) == 448.0  # ... and then gone
+
+
+def test_nan_amax_is_dropped_by_the_max_as_te_fused_kernel_fmaxf_does():
+    state = DelayedScaling(amax_history_len=3).new_state("forward")
+    state.update(4.0)
+    # the NaN is in the window (TE's kernel writes it) but fmaxf skips it: 4.0 rules until
+    # it rotates out, then 1.0
+    assert state.update(math.nan) == 112.0 and np.isnan(state.amax_history[-1])
+    assert [state.update(a) for a in (1.0, 1.0)] == [112.0, 448.0]
+
+
+def test_zero_amax_skips_the_update_without_rolling_the_window():
+    state = DelayedScaling(amax_history_len=3).new_state("forward")
+    for a in (8.0, 1.0, 1.0):
+        state.update(a)
+    before = state.amax_history.copy()
+    assert state.update(0.0) == 56.0 and state.steps == 4  # 448 / 8, kept
+    np.testing.assert_array_equal(state.amax_history, before)
+    assert state.update(1.0) == 448.0  # the window rolled once: 8.0 is out
 
 
 def test_most_recent_recovers_on_the_next_finite_amax():
@@ -90,8 +111,8 @@ def test_hybrid_is_e4m3_forward_and_e5m2_backward():
 @pytest.mark.parametrize("make,match", [
     (lambda: DelayedScaling("e5m2"), "fp8_format must be one of"),
     (lambda: DelayedScaling(amax_compute_algo="mean"), "amax_compute_algo must be one of"),
-    (lambda: DelayedScaling(amax_history_len=0), "amax_history_len must be an integer >= 1"),
-    (lambda: DelayedScaling(margin=-1), "margin must be an integer >= 0"),
+    (lambda: DelayedScaling(amax_history_len=0), "amax_history_len must be an integer from 1 to"),
+    (lambda: DelayedScaling(margin=-1), "margin must be an integer from 0 to 134"),
     (lambda: DelayedScaling().new_state("fwd"), "role must be one of"),
     (lambda: BlockScaling("mxfp9"), "mxfp9"),
 ])
