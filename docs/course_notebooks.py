@@ -3,9 +3,10 @@
 ``executed_lessons()`` runs every ``tutorials/*.ipynb`` top to bottom in a fresh kernel of this
 interpreter (headless matplotlib, the widgets' static pictures, one BLAS thread) and returns the
 executed copies. A copy is cached under ``build/docs-notebooks/`` keyed by a hash of the
-notebook and of every ``.py`` file of fpsim, nn and tutorials/, so a rebuild executes only what
-changed. ``exercises()`` returns the exercises and their worked solutions as stored: an exercise
-is a task with stubs left to the reader, so it is shown unexecuted.
+notebook, of every ``.py`` file of fpsim, nn and tutorials/ and of the results in docs/results/
+(the Consequences sections read them), so a rebuild executes only what changed.
+``exercises()`` returns the exercises and their worked solutions as stored: an exercise is a
+task with stubs left to the reader, so it is shown unexecuted.
 
 Run as a script to fill the cache ahead of a build: ``python docs/course_notebooks.py``. For a quick
 draft of the prose, ``FPSIM_DOCS_EXECUTE=0 mkdocs serve`` shows the notebooks unexecuted.
@@ -69,10 +70,15 @@ def title(path: pathlib.Path) -> str:
     return f"{number} · {text}" if number.isdigit() else text
 
 
+# what an executed notebook depends on besides itself: the code, and the committed results that
+# the training notebooks' Consequences sections read (tutorials/consequences.py)
+SOURCES = (("fpsim", "*.py"), ("nn", "*.py"), ("tutorials", "*.py"), ("docs/results", "*.json"))
+
+
 def _source_hash() -> str:
     digest = hashlib.sha256()
-    for folder in ("fpsim", "nn", "tutorials"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
+    for folder, pattern in SOURCES:
+        for path in sorted((ROOT / folder).rglob(pattern)):
             digest.update(str(path.relative_to(ROOT)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
