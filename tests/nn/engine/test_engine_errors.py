@@ -80,5 +80,6 @@ def test_clip_refuses_bounds_in_the_wrong_order_naming_both():
 
 def test_a_non_numeric_backward_gradient_names_its_dtype():
     t = nn.Tensor([1.0, 2.0], requires_grad=True)
-    with pytest.raises(TypeError, match=r"backward\(gradient=...\) must be real numbers, got dtype"):
+    with pytest.raises(TypeError,
+                       match=r"backward\(gradient=...\) must be real numbers, got dtype"):
         (t * t).backward(np.array(["a", "b"]))
