@@ -43,6 +43,9 @@ PACKAGES: tuple[tuple[str, str], ...] = (
     ("nn.registry", "The registries of layers, optimizers, losses, metrics and activations."),
     ("nn.dtypes", "`DType`, Keras's dtype names of emulated formats."),
     ("nn.plot", "Pictures of training telemetry (needs matplotlib)."),
+    ("nn.faces.keras", "Keras 3's names and semantics: `from nn.faces import keras`."),
+    ("nn.faces.torch", "PyTorch's names and semantics: `import nn.faces.torch as torch`."),
+    ("nn.faces.te", "Transformer Engine's names and semantics: `from nn.faces import te`."),
 )
 
 
