@@ -55,6 +55,7 @@ from fpsim.monitor import is_active as monitor_is_active
 from fpsim.mx import BlockFormat
 from fpsim.rounding import RoundingMode
 from fpsim.torch import mx
+from fpsim.torch.fp8 import ScaledProduct, ScalingState
 from fpsim.torch.policy import TorchPolicy, get_policy
 from fpsim.torch.rounding import round_checked
 
@@ -118,6 +119,10 @@ def _opened(func: Callable[..., Any]) -> Callable[..., Any]:
                                 func.__closure__)
     opened.__kwdefaults__ = func.__kwdefaults__
     return opened
+
+
+# the products a per-tensor fp8 recipe scales to fp8 (nn.fp8 and TE's Linear scale these)
+SCALED = (_LINEAR, _MATMUL)
 
 
 # torch functionals that handle __torch_function__ themselves and compute products inside:
@@ -217,7 +222,14 @@ class _Mode(TorchFunctionMode):
 
         scope = self.emulation.scope()
         site = f"{scope}/{product.name}" if scope else product.name
-        call = _Call(fn, product, self.emulation.policy, site)
+        policy = self.emulation.policy
+        if policy.scaling is not None and product in SCALED:
+            def states(name: str, backward: bool) -> ScalingState:
+                return self.emulation.state(f"{site}/{name}", backward)
+            bias = operands[2] if len(operands) > 2 else None
+            return ScaledProduct.apply(fn, states, site, policy.compute_format,
+                                       product.operands, operands[0], operands[1], bias)
+        call = _Call(fn, product, policy, site)
         return _EmulatedProduct.apply(call, *operands)
 
 
@@ -231,6 +243,8 @@ class Emulation:
         self._mode = _Mode(self)
         self._scopes: list[str] = []
         self._depth = 0
+        # per-tensor fp8 recipes: each tensor's scaling state, by "<site>/<operand>"
+        self.states: dict[str, ScalingState] = {}
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         for name, sub in module.named_modules():
             self._handles.append(sub.register_forward_pre_hook(self._enter(name)))
@@ -239,6 +253,16 @@ class Emulation:
     def scope(self) -> str:
         """The name of the innermost submodule running now ("" for the top)."""
         return self._scopes[-1] if self._scopes else ""
+
+    def state(self, name: str, backward: bool) -> ScalingState:
+        """The scaling state of tensor ``name`` under a per-tensor fp8 policy (made on first
+        use: scale 1, a zero amax history)."""
+        found = self.states.get(name)
+        if found is None:
+            scaling = self.policy.scaling
+            assert scaling is not None
+            found = self.states[name] = ScalingState(scaling, scaling.format(backward))
+        return found
 
     def _enter(self, name: str) -> Callable[..., None]:
         def hook(module: torch.nn.Module, args: Any) -> None:

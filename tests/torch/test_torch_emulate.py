@@ -224,8 +224,8 @@ def test_policies_parse_nns_names(name, compute, variable, inputs):
 def test_bad_policies_and_modules_raise_clear_errors():
     with pytest.raises(ValueError, match="unknown policy 'mixed_fp17'"):
         ft.get_policy("mixed_fp17")
-    with pytest.raises(ValueError, match="per-tensor fp8 scaling"):
-        ft.get_policy("fp8_hybrid_delayed")
+    with pytest.raises(ValueError, match="per-tensor fp8 recipe"):
+        ft.get_policy("fp8_hybrid_delayd")
     with pytest.raises(TypeError, match="torch.nn.Module"):
         ft.emulate(lambda x: x, "mixed_float16")
 
