@@ -71,6 +71,20 @@ def test_torch_cast_path_under_every_overflow_policy_equals_fpsim_round(fmt):
                          fpsim.round(x, fmt, overflow=policy))
 
 
+@pytest.mark.parametrize("fmt", [f for f, fast in tr._DECODES.items() if fast],
+                         ids=lambda f: f.name)
+def test_fp8_codes_decoded_through_float16_bits_equal_fpsim_round(fmt):
+    """On the CPU, a float32 tensor with no NaN and nothing past the overflow threshold takes
+    torch's fp8 cast and the float16 decoding of its codes (_decode_fp8): every finite code,
+    midpoint and neighbour in range, both zeros, in one tensor, bit for bit fpsim.round."""
+    x = sample_points(fmt, np.float32)
+    threshold = float(tr._nearest_even_constants(fmt, True, fmt.overflow).THRESHOLD)
+    x = np.concatenate([x[np.abs(x) < threshold], np.float32([0.0, -0.0])])
+    assert_same_bits(ft.round(torch.from_numpy(x), fmt), fpsim.round(x, fmt))
+    q = torch.from_numpy(x).to(tr.NATIVE_CASTS[fmt][0])  # and every code torch's cast gives
+    assert torch.equal(tr._decode_fp8(q, fmt), q.to(torch.float32))
+
+
 @pytest.mark.parametrize("fmt", [f for f in SMALL_CATALOG if f.zero], ids=lambda f: f.name)
 def test_integer_path_equals_fpsim_round_where_float32_nearest_even_bypasses_it(fmt):
     """The integer path serves every call that counts events (counting=True takes it);
