@@ -33,6 +33,10 @@ answers no (``OPENED``). Its in- and out-projections are then ``linear`` product
 attention products ``bmm``/``baddbmm`` (need_weights=True, the default) or
 ``scaled_dot_product_attention``, at the MultiheadAttention module's scope.
 
+Per-tensor fp8 recipes (``"fp8_hybrid_delayed"`` ...): ``linear`` and ``matmul`` products
+(``SCALED``) run as ``fpsim.torch.fp8.ScaledProduct``, each tensor with its scaling state in
+``Emulation.states``; the other products in the compute format.
+
 Block recipes: the output gradient is block-quantized once, along the axis the input
 gradient's product reduces over, and the weight gradient's product reuses it (nn.fp8
 quantizes a transposed copy along the other axis); attention's probabilities are not rounded
