@@ -420,11 +420,22 @@ def _compare_torch(args: argparse.Namespace) -> None:
     its table."""
     from nn.experiments import torch_backend
 
-    if args.all or args.what_if or args.seeds is not None or args.json:
+    if args.all or args.seeds is not None or args.json:
         raise ValueError("--backend torch runs one --experiment from one seed (no --all, "
-                         "--what-if, --seeds or --json yet)")
-    torch_backend.check_supported(args.experiment)
+                         "--seeds or --json yet)")
     steps = args.steps if args.steps is not None else (ex.QUICK_STEPS if args.quick else None)
+    if args.what_if:  # the LM of the experiment (or the default one), as _what_if
+        config = ex.experiment(args.experiment).config if args.experiment in ex.EXPERIMENTS \
+            else ex.DEFAULT
+        config = (config if isinstance(config, ex.LMConfig) else ex.DEFAULT).with_(
+            **({} if steps is None else {"steps": steps}))
+        replayed = sorted({0, config.steps // 3, config.steps - 1})
+        print(f"what-if replay on the torch LM ({args.device}): {config.describe()}; "
+              f"replayed steps {replayed}")
+        print(replay_table(torch_backend.what_if(config, replayed, args.device,
+                                                 lambda line: print(line, flush=True))))
+        return
+    torch_backend.check_supported(args.experiment)
     result = torch_backend.run_experiment(args.experiment, steps=steps, device=args.device,
                                           progress=lambda line: print(line, flush=True))
     print(f"experiment {result.name}: {result.title}")

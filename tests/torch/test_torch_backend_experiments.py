@@ -51,3 +51,20 @@ def test_the_underflow_experiment_runs_on_torch_with_the_same_rows_as_on_nn():
     assert by_label[SCALED].final_loss_scale is not None
     # the unscaled fp16 gradients flush some activation gradients to zero; scaling keeps them
     assert by_label[UNSCALED].activation_underflow > by_label[SCALED].activation_underflow
+
+
+def test_the_what_if_replay_on_the_torch_lm_measures_each_alternative_against_float32():
+    """The float32 alternative replays the reference's step exactly (same gradients, same
+    update); unscaled fp16 loses more of the gradient's norm to zeros than scaled fp16."""
+    config = EXPERIMENTS["underflow"].config.with_(steps=3, sequence_length=16, batch_size=8)
+    found = torch_backend.what_if(config, [0, 2])
+    assert found.alternatives() == list(torch_backend.WHAT_IF)
+    for r in found.replays:
+        assert r.step in (0, 2) and set(r.layers) >= {"logits", "blocks.0.self_attn"}
+        if r.alternative == "float32":
+            assert r.total.cosine == pytest.approx(1.0, abs=1e-12)
+            assert r.total.flushed_norm == 0 and r.total.update_error == 0
+    assert found.mean("unscaled fp16", "flushed_norm") > found.mean("scaled fp16",
+                                                                   "flushed_norm")
+    assert {r.scale for r in found.replays if r.alternative == "scaled fp16"} <= {2.0**15,
+                                                                                  2.0**14}
