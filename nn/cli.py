@@ -146,6 +146,11 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
                              "steps)")
+    parser.add_argument("--backend", choices=("nn", "torch"), default="nn",
+                        help="nn: this package's trainer; torch: the LM as a PyTorch module "
+                             "under fpsim.torch.emulate, one seed (nn.experiments.torch_backend)")
+    parser.add_argument("--device", default="cpu",
+                        help="--backend torch: the torch device (cpu, cuda)")
 
 
 def _threads_arg(text: str) -> int:
@@ -378,6 +383,9 @@ def compare(args: argparse.Namespace) -> int:
     if args.json:
         check_writable(Path(args.json), "--json")
     start = time.perf_counter()
+    if args.backend == "torch":
+        _compare_torch(args)
+        return 0
     if args.what_if:
         _what_if(args)
         return 0
@@ -405,6 +413,34 @@ def compare(args: argparse.Namespace) -> int:
         print(f"wrote {args.json}")
     print(f"{time.perf_counter() - start:.1f} s in all")
     return 0
+
+
+def _compare_torch(args: argparse.Namespace) -> None:
+    """``--backend torch``: one experiment of nn.experiments.torch_backend.SUPPORTED, one seed,
+    its table."""
+    from nn.experiments import torch_backend
+
+    if args.all or args.seeds is not None or args.json:
+        raise ValueError("--backend torch runs one --experiment from one seed (no --all, "
+                         "--seeds or --json yet)")
+    steps = args.steps if args.steps is not None else (ex.QUICK_STEPS if args.quick else None)
+    if args.what_if:  # the LM of the experiment (or the default one), as _what_if
+        config = ex.experiment(args.experiment).config if args.experiment in ex.EXPERIMENTS \
+            else ex.DEFAULT
+        config = (config if isinstance(config, ex.LMConfig) else ex.DEFAULT).with_(
+            **({} if steps is None else {"steps": steps}))
+        replayed = sorted({0, config.steps // 3, config.steps - 1})
+        print(f"what-if replay on the torch LM ({args.device}): {config.describe()}; "
+              f"replayed steps {replayed}")
+        print(replay_table(torch_backend.what_if(config, replayed, args.device,
+                                                 lambda line: print(line, flush=True))))
+        return
+    torch_backend.check_supported(args.experiment)
+    result = torch_backend.run_experiment(args.experiment, steps=steps, device=args.device,
+                                          progress=lambda line: print(line, flush=True))
+    print(f"experiment {result.name}: {result.title}")
+    print(result.config.describe())
+    print(experiment_table(result))
 
 
 def _finished(args: argparse.Namespace) -> dict[str, object]:

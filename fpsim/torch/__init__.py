@@ -6,8 +6,10 @@
 - ``round(t, fmt, mode)``: exactly ``fpsim.round``'s values, in t's dtype and on t's device;
 - ``mx.quantize / encode / decode``: ``fpsim.mx``'s block formats (MX, NVFP4);
 - ``quantize(t, fmt)``: rounding as an autograd function (straight-through gradient);
-- ``emulate(module, policy)``: a torch module's Linear, Conv and matmul products in a policy's
-  compute format, with fp32 accumulation and gradients rounded to each tensor's format.
+- ``emulate(module, policy)``: a torch module's Linear, Conv, matmul and attention products
+  (nn.MultiheadAttention's included) in a policy's formats, with fp32 accumulation and
+  gradients rounded to each tensor's format; nn's policy names, block recipes and per-tensor
+  fp8 recipes (``fpsim.torch.fp8``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 While the module runs forward, a ``torch.overrides.TorchFunctionMode`` catches the products
 listed in ``PRODUCTS`` (``F.linear`` behind ``nn.Linear``, ``conv1d``/``conv2d`` behind
-``nn.Conv1d``/``nn.Conv2d``, ``matmul``/``@``/``mm``/``bmm`` and
+``nn.Conv1d``/``nn.Conv2d``, ``matmul``/``@``/``mm``/``bmm``/``baddbmm`` and
 ``F.scaled_dot_product_attention``) and runs each as one autograd Function:
 
 - forward: each operand rounded to the policy's input format (a block format: blocks along
@@ -24,11 +24,18 @@ rounded operand (``input``, ``weight``, ``bias``; ``a``, ``b``; ``query``, ``key
 ``value``), ``scope/op`` for the output, ``scope/op/grad_output`` and
 ``scope/op/grad_<operand>`` in backward.
 
-Not caught: products inside a torch functional that dispatches ``__torch_function__`` itself
-and then computes them (``F.multi_head_attention_forward``, behind ``nn.MultiheadAttention``
-and so ``nn.TransformerEncoderLayer``'s attention): a mode sees such a call once, from outside,
-and the products inside run in plain float32. ``HIDDEN_PRODUCTS`` lists the known ones;
-emulate warns once per module when one of them runs.
+Products inside a torch functional that dispatches ``__torch_function__`` itself and then
+computes them (``F.multi_head_attention_forward``, behind ``nn.MultiheadAttention`` and so
+``nn.TransformerEncoderLayer``'s attention) are caught too: a mode sees such a call once, from
+outside, and torch pops the mode while it handles it, so the mode runs the functional again with
+itself pushed back, through a copy of the function whose own "has anyone overridden me?" check
+answers no (``OPENED``). Its in- and out-projections are then ``linear`` products and its
+attention products ``bmm``/``baddbmm`` (need_weights=True, the default) or
+``scaled_dot_product_attention``, at the MultiheadAttention module's scope.
+
+Per-tensor fp8 recipes (``"fp8_hybrid_delayed"`` ...): ``linear`` and ``matmul`` products
+(``SCALED``) run as ``fpsim.torch.fp8.ScaledProduct``, each tensor with its scaling state in
+``Emulation.states``; the other products in the compute format.
 
 Block recipes: the output gradient is block-quantized once, along the axis the input
 gradient's product reduces over, and the weight gradient's product reuses it (nn.fp8
@@ -38,7 +45,7 @@ quantizes a transposed copy along the other axis); attention's probabilities are
 
 from __future__ import annotations
 
-import warnings
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +59,7 @@ from fpsim.monitor import is_active as monitor_is_active
 from fpsim.mx import BlockFormat
 from fpsim.rounding import RoundingMode
 from fpsim.torch import mx
+from fpsim.torch.fp8 import ScaledProduct, ScalingState
 from fpsim.torch.policy import TorchPolicy, get_policy
 from fpsim.torch.rounding import round_checked
 
@@ -80,6 +88,8 @@ _CONV1D = Product("conv1d", ("input", "weight", "bias"), lambda ops: (1, 1, None
 _CONV2D = Product("conv2d", ("input", "weight", "bias"), lambda ops: (1, 1, None), 1)
 _MATMUL = Product("matmul", ("a", "b"), _matmul_axes, -1)
 _ATTENTION = Product("attention", ("query", "key", "value"), lambda ops: (-1, -1, -2), -1)
+# input + batch1 @ batch2 (beta and alpha as keywords): the added input is rounded like a bias
+_BADDBMM = Product("baddbmm", ("input", "batch1", "batch2"), lambda ops: (None, -1, -2), -1)
 
 # the torch functions emulate catches, each with its Product (one table; a test checks that
 # each entry is caught inside a module)
@@ -94,13 +104,35 @@ PRODUCTS: dict[Callable[..., Any], Product] = {
     torch.Tensor.mm: _MATMUL,
     torch.bmm: _MATMUL,
     torch.Tensor.bmm: _MATMUL,
+    torch.baddbmm: _BADDBMM,
+    torch.Tensor.baddbmm: _BADDBMM,
     F.scaled_dot_product_attention: _ATTENTION,
 }
 
 
-# torch functionals whose products emulate cannot reach (see the module docstring)
-HIDDEN_PRODUCTS: dict[Callable[..., Any], str] = {
-    F.multi_head_attention_forward: "F.multi_head_attention_forward (nn.MultiheadAttention)",
+def _opened(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A copy of the torch functional ``func`` (its code, defaults and closure) whose globals
+    answer ``has_torch_function(...)`` with False: called under the mode, it computes instead
+    of dispatching to the mode again, and the torch functions it calls reach the mode."""
+    names = dict(func.__globals__)
+    if "has_torch_function" not in names:  # (a torch whose functional no longer checks so)
+        raise RuntimeError(f"fpsim.torch.emulate cannot open {func.__qualname__}: it no "
+                           "longer checks has_torch_function")
+    names["has_torch_function"] = lambda ops: False
+    opened = types.FunctionType(func.__code__, names, func.__name__, func.__defaults__,
+                                func.__closure__)
+    opened.__kwdefaults__ = func.__kwdefaults__
+    return opened
+
+
+# the products a per-tensor fp8 recipe scales to fp8 (nn.fp8 and TE's Linear scale these)
+SCALED = (_LINEAR, _MATMUL)
+
+
+# torch functionals that handle __torch_function__ themselves and compute products inside:
+# the mode runs each one's opened copy with the mode pushed back (see the module docstring)
+OPENED: dict[Callable[..., Any], Callable[..., Any]] = {
+    F.multi_head_attention_forward: _opened(F.multi_head_attention_forward),
 }
 
 
@@ -176,13 +208,10 @@ class _Mode(TorchFunctionMode):
                            kwargs: Any = None) -> Any:
         kwargs = dict(kwargs or {})
         product = PRODUCTS.get(func)
+        if func in OPENED and self.emulation.policy.rounds:
+            with self:  # (torch popped the mode while this handler runs)
+                return OPENED[func](*args, **kwargs)
         if product is None or not self.emulation.policy.rounds:
-            if func in HIDDEN_PRODUCTS and func not in self.emulation.warned:
-                self.emulation.warned.add(func)
-                warnings.warn(f"fpsim.torch.emulate: the products inside "
-                              f"{HIDDEN_PRODUCTS[func]} run in plain float32 (a functional "
-                              "that dispatches torch functions itself hides them)",
-                              stacklevel=2)
             return func(*args, **kwargs)
         args = list(args)
         operands = [args[i] if i < len(args) else kwargs.pop(name, None)
@@ -197,7 +226,14 @@ class _Mode(TorchFunctionMode):
 
         scope = self.emulation.scope()
         site = f"{scope}/{product.name}" if scope else product.name
-        call = _Call(fn, product, self.emulation.policy, site)
+        policy = self.emulation.policy
+        if policy.scaling is not None and product in SCALED:
+            def states(name: str, backward: bool) -> ScalingState:
+                return self.emulation.state(f"{site}/{name}", backward)
+            bias = operands[2] if len(operands) > 2 else None
+            return ScaledProduct.apply(fn, states, site, policy.compute_format,
+                                       product.operands, operands[0], operands[1], bias)
+        call = _Call(fn, product, policy, site)
         return _EmulatedProduct.apply(call, *operands)
 
 
@@ -210,8 +246,9 @@ class Emulation:
         self.module = module
         self._mode = _Mode(self)
         self._scopes: list[str] = []
-        self.warned: set[Callable[..., Any]] = set()  # HIDDEN_PRODUCTS already warned about
         self._depth = 0
+        # per-tensor fp8 recipes: each tensor's scaling state, by "<site>/<operand>"
+        self.states: dict[str, ScalingState] = {}
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         for name, sub in module.named_modules():
             self._handles.append(sub.register_forward_pre_hook(self._enter(name)))
@@ -220,6 +257,16 @@ class Emulation:
     def scope(self) -> str:
         """The name of the innermost submodule running now ("" for the top)."""
         return self._scopes[-1] if self._scopes else ""
+
+    def state(self, name: str, backward: bool) -> ScalingState:
+        """The scaling state of tensor ``name`` under a per-tensor fp8 policy (made on first
+        use: scale 1, a zero amax history)."""
+        found = self.states.get(name)
+        if found is None:
+            scaling = self.policy.scaling
+            assert scaling is not None
+            found = self.states[name] = ScalingState(scaling, scaling.format(backward))
+        return found
 
     def _enter(self, name: str) -> Callable[..., None]:
         def hook(module: torch.nn.Module, args: Any) -> None:

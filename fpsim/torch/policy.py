@@ -15,22 +15,28 @@ policy name               compute      variable  product inputs      output grad
 ``"mxfp8"``               bfloat16     float32   mxfp8_e4m3 blocks   mxfp8_e4m3 blocks
 ``"mxfp8_hybrid"``        bfloat16     float32   mxfp8_e4m3 blocks   mxfp8_e5m2 blocks
 ``"mxfp6_e3m2"`` ...      bfloat16     float32   that block format   that block format
+``"fp8_hybrid_delayed"``  bfloat16     float32   e4m3fn, scaled      e5m2, scaled
+``"fp8_e4m3_delayed"``    bfloat16     float32   e4m3fn, scaled      e4m3fn, scaled
+``"fp8_hybrid_current"``  bfloat16     float32   e4m3fn, scaled      e5m2, scaled
+``"fp8_e4m3_current"``    bfloat16     float32   e4m3fn, scaled      e4m3fn, scaled
 ========================  ===========  ========  ==================  ========================
 
 (the block recipes: ``BLOCK_RECIPES``, nn's names for fpsim.mx's formats). ``<fmt>`` is any
 fpsim format name or alias (``"mixed_e4m3fn"``). ``emulate`` keeps the module's parameters as
 they are (fp32 masters, updated by the torch optimizer) under every policy; the variable format
-is reported, not applied. nn's per-tensor fp8 recipes (``"fp8_hybrid_delayed"`` and the other
-``fp8_*`` names) keep scaling state per tensor and are not available here yet: they raise.
+is reported, not applied. nn's per-tensor fp8 recipes (``PER_TENSOR_RECIPES``: delayed and
+current scaling) scale each tensor of ``linear`` and ``matmul`` products to fp8 with its own
+state (``fpsim.torch.fp8``); their other products run in the compute format.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fpsim.catalog import BF16, FP32, TF32, get_format
 from fpsim.formats import Format
 from fpsim.mx import BlockFormat, get_block_format
+from fpsim.torch.fp8 import PER_TENSOR_RECIPES, PerTensorScaling
 
 # nn's block-scaling recipe names: (forward block format, backward block format)
 BLOCK_RECIPES: dict[str, tuple[str, str]] = {
@@ -42,8 +48,6 @@ BLOCK_RECIPES: dict[str, tuple[str, str]] = {
     "mxint8": ("mxint8", "mxint8"),
     "nvfp4": ("nvfp4", "nvfp4"),
 }
-PER_TENSOR_RECIPES = ("fp8_hybrid_delayed", "fp8_e4m3_delayed", "fp8_hybrid_current",
-                      "fp8_e4m3_current")
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,9 @@ class TorchPolicy:
     ``compute_format``: the format its output is rounded to, once, after fp32 accumulation,
     and the format of every gradient that leaves a product; ``grads``: the format (or block
     format) the output gradient is rounded to before the backward products.
-    ``rounds`` is False for "float32" (nothing to emulate).
+    ``rounds`` is False for "float32" (nothing to emulate). ``scaling``: a per-tensor fp8
+    recipe for linear and matmul products (then ``inputs`` and ``grads`` are the compute
+    format, for the other products), or None.
     """
 
     name: str
@@ -62,19 +68,31 @@ class TorchPolicy:
     variable_format: Format
     inputs: Format | BlockFormat
     grads: Format | BlockFormat
+    scaling: PerTensorScaling | None = None
 
     @property
     def rounds(self) -> bool:
         return not (self.compute_format == FP32 and self.inputs == FP32 and self.grads == FP32)
 
 
-def get_policy(policy: TorchPolicy | str) -> TorchPolicy:
+def get_policy(policy: TorchPolicy | str, *, reduce_amax: bool | None = None) -> TorchPolicy:
     """A TorchPolicy from its name (see the module's table), or the policy itself.
+
+    ``reduce_amax`` (per-tensor fp8 recipes only): False keeps each rank's amaxes and scales
+    its own under torch.distributed; None or True all-reduces them (MAX), TE's default.
 
     >>> p = get_policy("mixed_float16")
     >>> p.compute_format.name, p.variable_format.name
     ('float16', 'float32')
     """
+    if reduce_amax is not None:
+        name = policy.name if isinstance(policy, TorchPolicy) else policy
+        if not (isinstance(name, str) and name.strip().lower() in PER_TENSOR_RECIPES):
+            raise ValueError(f"reduce_amax applies to the per-tensor fp8 recipes "
+                             f"({', '.join(PER_TENSOR_RECIPES)}), got policy {name!r}")
+        base = get_policy(name)
+        assert base.scaling is not None
+        return replace(base, scaling=replace(base.scaling, reduce_amax=reduce_amax))
     if isinstance(policy, TorchPolicy):
         return policy
     if not isinstance(policy, str):
@@ -88,9 +106,7 @@ def get_policy(policy: TorchPolicy | str) -> TorchPolicy:
     if key == "mixed_tf32":
         return TorchPolicy(key, FP32, FP32, TF32, TF32)
     if key in PER_TENSOR_RECIPES:
-        raise ValueError(f"policy {policy!r} (per-tensor fp8 scaling) is not available in "
-                         f"fpsim.torch; use a block recipe ({', '.join(BLOCK_RECIPES)}) or "
-                         "'mixed_float8_e4m3fn'")
+        return TorchPolicy(key, BF16, FP32, BF16, BF16, PER_TENSOR_RECIPES[key])
     mixed = key.startswith("mixed_")
     try:
         fmt = get_format(key[len("mixed_"):] if mixed else key)
@@ -98,6 +114,7 @@ def get_policy(policy: TorchPolicy | str) -> TorchPolicy:
         raise ValueError(
             f"unknown policy {policy!r}; policies are 'float32', 'mixed_float16', "
             "'mixed_bfloat16', 'float16', 'bfloat16', 'mixed_<format>', '<format>' (any fpsim "
-            f"format name), 'mixed_tf32' or a block recipe ({', '.join(BLOCK_RECIPES)})"
+            f"format name), 'mixed_tf32', a block recipe ({', '.join(BLOCK_RECIPES)}) or a "
+            f"per-tensor fp8 recipe ({', '.join(PER_TENSOR_RECIPES)})"
         ) from None
     return TorchPolicy(key, fmt, FP32 if mixed else fmt, fmt, fmt)

@@ -36,7 +36,13 @@ from fpsim.kernels.general import ModeBits
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record as monitor_record
 from fpsim.quantize import _needs_wide_carrier, format_constants, nearest_even_f32_constants
-from fpsim.rounding import RoundingMode, get_mode, resolve_overflow, resolve_subnormals
+from fpsim.rounding import (
+    RoundingMode,
+    check_rng_bits,
+    get_mode,
+    resolve_overflow,
+    resolve_subnormals,
+)
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _NUMPY_CARRIER: dict[torch.dtype, np.dtype] = {torch.float32: np.dtype(np.float32),
@@ -80,17 +86,18 @@ def _nearest_even_f32(x: torch.Tensor, fmt: Format, subnormals: bool, policy: st
     p = _nearest_even_constants(fmt, subnormals, policy)
     if native is not None and subnormals:
         dtype, own = native
-        r = x.to(dtype).to(torch.float32)
+        q = x.to(dtype)
         assert p is not None  # (it exists for every NATIVE_CASTS format)
         fix_overflow = policy != own or policy == "nan"  # (the cast's NaN lacks fpsim's sign)
         # on the CPU, skip the fix-ups when nothing needs them: one reading pass (min and max,
         # NaN if any is NaN) instead of passes over three tensors (on a GPU the test would
-        # cost a synchronisation)
+        # cost a synchronisation); then no code is NaN, and fp8 codes take the fast decoding
         if x.device.type == "cpu" and x.numel():
             lo, hi = (float(v) for v in torch.aminmax(x))
             limit = float(p.THRESHOLD) if fix_overflow else math.inf
             if -limit < lo and hi < limit or not fix_overflow and lo == lo and hi == hi:
-                return r
+                return _decode_fp8(q, fmt) if _DECODES.get(fmt) else q.to(torch.float32)
+        r = q.to(torch.float32)
         if fix_overflow:
             over = x.abs() >= float(p.THRESHOLD)
             if fmt.inf:
@@ -112,6 +119,36 @@ def _nearest_even_f32(x: torch.Tensor, fmt: Format, subnormals: bool, policy: st
     r = torch.where(av >= float(p.THRESHOLD), torch.copysign(torch.tensor(float(p.OVERFLOW)),
                                                              x), r)
     return torch.where(torch.isnan(x), x, r)
+
+
+# one-byte formats whose codes float16 decodes as above: at most 4 exponent bits, or 5 with the
+# top field holding inf/NaN as float16's does (not E5M2FNUZ, whose top field holds normals)
+_DECODES: dict[Format, bool] = {
+    fmt: fmt.bits == 8 and (fmt.exponent_bits <= 4 or (fmt.exponent_bits == 5 and fmt.inf))
+    for fmt in NATIVE_CASTS
+}
+
+
+def _decode_fp8(q: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """The float32 values of fp8 codes without NaN (torch's own fp8 -> float32 cast is a slow
+    per-element conversion on the CPU): each code moved into a float16 bit pattern, in int16
+    passes, then one float16 product and torch's fast float16 -> float32 cast. With M the
+    format's mantissa bits and b its bias, the code S|E..E|M..M shifted left by 10 - M is
+
+        S|0..0E..E|M..M0..0   as float16: 2^(e - 15) (1 + m / 2^M)  (e = 0: m 2^(-14 - M))
+
+    (the int8 view sign-extends, so the mask clears the copies of S between S and E..E), which
+    is the code's value times 2^(b - 15), exact for normals and subnormals alike; multiplying by
+    2^(15 - b) gives the value (``_DECODES``: the formats where this holds)."""
+    shift = 10 - fmt.mantissa_bits
+    field = (1 << (fmt.exponent_bits + fmt.mantissa_bits)) - 1
+    mask = -(1 << 15) | (field << shift)  # S and the shifted E..E|M..M, as an int16
+    w = q.view(torch.int8).to(torch.int16)
+    w.bitwise_left_shift_(shift).bitwise_and_(mask)
+    h = w.view(torch.float16)
+    if fmt.bias != 15:
+        h.mul_(2.0 ** (15 - fmt.bias))
+    return h.to(torch.float32)
 
 
 # A positive value below the smallest subnormal 2^q goes up to 2^q when its bits exceed this
@@ -143,6 +180,7 @@ def round(  # noqa: A001  (fpsim.round's name)
     subnormals: bool | None = None,
     overflow: str | None = None,
     site: str | None = None,
+    rng_bits: int | None = None,
 ) -> torch.Tensor:
     """Every element of ``t`` rounded to ``fmt`` under ``mode``: ``fpsim.round``'s values, in
     t's dtype and on t's device.
@@ -155,8 +193,10 @@ def round(  # noqa: A001  (fpsim.round's name)
     ``smallest_normal`` to signed zero; ``overflow`` overrides the format's policy.
     ``mode="stochastic"`` rounds up with probability equal to the distance fraction, drawing
     56 random bits per element from ``generator`` (torch's default generator when None), so a
-    seeded generator reproduces it. ``site`` names the call in an active ``fpsim.monitor``
-    (default ``"round"``), which counts the same events as fpsim.round's.
+    seeded generator reproduces it; ``rng_bits=r`` (1..56) uses r of them, as fpsim.round's
+    ``rng_bits``: up with probability floor(f * 2^r) / 2^r for the dropped fraction f.
+    ``site`` names the call in an active ``fpsim.monitor`` (default ``"round"``), which counts
+    the same events as fpsim.round's.
 
     >>> fpsim.torch.round(torch.tensor([65519.99, 65520.0, 1e-8]), "fp16")
     tensor([65504.,    inf,     0.])
@@ -164,18 +204,20 @@ def round(  # noqa: A001  (fpsim.round's name)
     t = check_tensor("t", t)
     fmt = get_format(fmt)
     mode = get_mode(mode)
+    rng_bits = check_rng_bits(rng_bits, mode)
     policy = resolve_overflow(fmt, overflow)
     subnormals = resolve_subnormals(fmt, subnormals)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got "
                         f"{type(generator).__name__}")
     return round_checked(t, fmt, mode, generator, subnormals, policy, site,
-                         counting=monitor_is_active())
+                         counting=monitor_is_active(), rng_bits=rng_bits)
 
 
 def round_checked(t: torch.Tensor, fmt: Format, mode: RoundingMode,
                   generator: torch.Generator | None, subnormals: bool, policy: str,
-                  site: str | None, counting: bool) -> torch.Tensor:
+                  site: str | None, counting: bool, rng_bits: int | None = None
+                  ) -> torch.Tensor:
     """``round`` on validated arguments; ``counting`` records the events under ``site``."""
     if t.dtype == torch.float32 and mode is RoundingMode.NEAREST_EVEN and not counting:
         fast = _nearest_even_f32(t, fmt, subnormals, policy)
@@ -187,9 +229,11 @@ def round_checked(t: torch.Tensor, fmt: Format, mode: RoundingMode,
         carrier = torch.float32
     x = t.to(carrier)
     if not fmt.zero:
-        result, events = round_exponent_only(x, fmt, mode, generator, policy, counting)
+        result, events = round_exponent_only(x, fmt, mode, generator, policy, counting,
+                                             rng_bits)
     else:
-        result, events = round_in_carrier(x, fmt, mode, generator, subnormals, policy, counting)
+        result, events = round_in_carrier(x, fmt, mode, generator, subnormals, policy, counting,
+                                          rng_bits)
     if events is not None:
         monitor_record(site or "round", fmt, t.numel(), tuple(events))
     return result.to(t.dtype)
@@ -210,14 +254,14 @@ def _draw(shape: torch.Size, device: torch.device, generator: torch.Generator | 
 
 def round_in_carrier(
     x: torch.Tensor, fmt: Format, mode: RoundingMode, generator: torch.Generator | None,
-    subnormals: bool, policy: str, counting: bool,
+    subnormals: bool, policy: str, counting: bool, rng_bits: int | None = None,
 ) -> tuple[torch.Tensor, list[int] | None]:
     """(x rounded to fmt in x's dtype, the five monitor event counts when counting).
 
     x is float32 or float64 (the carrier) and the format has zero."""
     c, f = _constants(fmt, x.dtype, subnormals, policy)
     bits = x.view(_INT_VIEW[x.dtype]).to(torch.int64)
-    m = _kernels.mode_bits(mode)
+    m = _kernels.mode_bits(mode, rng_bits)
     u = _draw(bits.shape, bits.device, generator) if m.STOCHASTIC else None
     res, overflowed = round_bits(bits, m, u, c, f)
     result = res.to(_INT_VIEW[x.dtype]).view(x.dtype)
@@ -230,8 +274,8 @@ def round_bits(bits: torch.Tensor, m: ModeBits, u: torch.Tensor | None, c: Carri
     kernel's ``_round_bits_overflow`` on whole int64 tensors (float32 bits sign-extended).
 
     ``m`` is the mode's switches (MODE_KERNELS), ``u`` its 56 random bits per element
-    (stochastic only); overflowed is True where the rounded magnitude exceeded max (and for
-    inf and NaN input)."""
+    (stochastic only; the top m.STOCHASTIC of them are used); overflowed is True where the
+    rounded magnitude exceeded max (and for inf and NaN input)."""
     CM, CBIAS, INF_BITS = c.CM, c.CBIAS, c.INF_BITS
     M, EMIN = f.M, f.EMIN
     a_in = bits & c.ABS_MASK
@@ -262,8 +306,13 @@ def round_bits(bits: torch.Tensor, m: ModeBits, u: torch.Tensor | None, c: Carri
     if m.ALL_POS or m.ALL_NEG:
         away = (negative & bool(m.ALL_NEG)) | (~negative & bool(m.ALL_POS))
         add = add + torch.where(away, mask, 0)
-    if u is not None:
-        add = add + (u & mask)
+    rb = m.STOCHASTIC
+    v = None if u is None else u >> (56 - rb)  # the rb random bits used, uniform in [0, 2^rb)
+    if u is not None and v is not None:
+        # rb random bits added at the top of the s dropped bits (below them when s < rb: then
+        # all s bits are random), so up with probability floor(f * 2^rb) / 2^rb
+        add = add + (u & mask if rb >= 56 else torch.bitwise_left_shift(
+            v, (s - rb).clamp(min=0)) >> (rb - s).clamp(min=0))
     if m.ODD:  # truncate; if anything was dropped and the kept code is even, add 1
         bump = (((a & mask) != 0) & (lsb == 0)).to(torch.int64)
         r = (a & ~mask) + torch.bitwise_left_shift(bump, s)
@@ -274,10 +323,10 @@ def round_bits(bits: torch.Tensor, m: ModeBits, u: torch.Tensor | None, c: Carri
     h = f.HALF_Q_BITS
     threshold = torch.where(negative, _tiny_threshold(m.TINY_NEG, h),
                             _tiny_threshold(m.TINY_POS, h))
-    if u is not None:  # P(up) = sig / 2^s, from 56 random bits
+    if v is not None:  # P(up) = floor(sig * 2^rb / 2^s) / 2^rb (sig / 2^s for s <= rb)
         sig = (a & ((1 << CM) - 1)) | ((eb > 0).to(torch.int64) << CM)
-        st = s_full.clamp(max=56)
-        up = u < (torch.bitwise_left_shift(sig, 56 - st) >> (s_full - st).clamp(max=63))
+        up = v < (torch.bitwise_left_shift(sig, (rb - s_full).clamp(min=0))
+                  >> (s_full - rb).clamp(min=0, max=63))
     else:
         up = a > threshold
     if f.SUBNORMALS:
@@ -320,7 +369,7 @@ def events(b: torch.Tensor, r: torch.Tensor, overflowed: torch.Tensor, c: Carrie
 
 def round_exponent_only(
     x: torch.Tensor, fmt: Format, mode: RoundingMode, generator: torch.Generator | None,
-    policy: str, counting: bool,
+    policy: str, counting: bool, rng_bits: int | None = None,
 ) -> tuple[torch.Tensor, list[int] | None]:
     """x rounded to a format without zero (powers of two 2^emin..2^emax, E8M0FNU), as
     fpsim._exponent_only rounds it: with x = (1 + f) * 2^e, nearest modes go up iff f >= 1/2
@@ -342,9 +391,11 @@ def round_exponent_only(
         up = f > 0
     elif rule == "never":
         up = torch.zeros_like(positive)
-    else:
+    else:  # stochastic: up with probability f (floor(f * 2^r) / 2^r with r random bits)
+        drawn = f if rng_bits is None else torch.floor(torch.ldexp(
+            f, torch.tensor(float(rng_bits), dtype=torch.float64))) / 2.0**rng_bits
         up = torch.rand(x64.shape, generator=generator, device=x64.device,
-                        dtype=torch.float64) < f
+                        dtype=torch.float64) < drawn
     r_e = (e + up.to(torch.int64)).clamp(min=fmt.emin)
     over = r_e > fmt.emax
     clamp = mode in (RoundingMode.TOWARD_ZERO, RoundingMode.DOWN) or policy == "saturate"

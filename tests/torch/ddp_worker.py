@@ -2,6 +2,9 @@
 DistributedDataParallel (gloo, CPU) and saves its parameters.
 
     python ddp_worker.py RANK WORLD_SIZE PORT OUT_DIR POLICY[,POLICY...]
+
+A policy may end in ":per_shard" (a per-tensor fp8 recipe with reduce_amax=False); the saved
+file then holds each tensor's scale and amax history too.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ def train(rank: int, out_dir: str, policy: str) -> None:
     torch.manual_seed(rank)  # different initial weights: DDP broadcasts rank 0's
     model = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(),
                                 torch.nn.Linear(32, 5))
-    ddp = DistributedDataParallel(ft.emulate(model, policy))
+    name, _, option = policy.partition(":")
+    chosen = ft.get_policy(name, reduce_amax=False) if option == "per_shard" else name
+    ddp = DistributedDataParallel(ft.emulate(model, chosen))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
     data = torch.Generator().manual_seed(100 + rank)  # each rank its own batches
@@ -45,8 +50,10 @@ def train(rank: int, out_dir: str, policy: str) -> None:
             scaler.update()
     site = "0/linear/input"  # block recipes count their operands in Monitor.blocks
     rounded = (m.counts.get(site) or m.blocks[site])["elements"]
-    torch.save({"params": [p.detach() for p in model.parameters()], "rounded": rounded},
-               f"{out_dir}/{policy}_rank{rank}.pt")
+    states = {n: (s.scale, s.amax_history.tolist())
+              for n, s in model.fpsim_emulation.states.items()}
+    torch.save({"params": [p.detach() for p in model.parameters()], "rounded": rounded,
+                "states": states}, f"{out_dir}/{policy}_rank{rank}.pt")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-POLICIES = ("mixed_float16", "mxfp8")
+POLICIES = ("mixed_float16", "mxfp8", "fp8_hybrid_delayed", "fp8_hybrid_delayed:per_shard")
 
 
 @pytest.mark.xdist_group("ddp")
@@ -48,3 +48,12 @@ def test_ddp_ranks_train_an_emulated_model_to_identical_parameters(tmp_path):
         for a, b in zip(r0["params"], r1["params"], strict=True):
             assert torch.equal(a, b)
         assert not torch.equal(first.weight, r0["params"][0])  # training moved them
+    # per-tensor fp8: all-reduced amaxes give every rank the same scales and histories; per
+    # shard, the activations' (each rank its own batches) differ, the weights' agree
+    synced = [torch.load(tmp_path / f"fp8_hybrid_delayed_rank{r}.pt")["states"] for r in (0, 1)]
+    shard = [torch.load(tmp_path / f"fp8_hybrid_delayed:per_shard_rank{r}.pt")["states"]
+             for r in (0, 1)]
+    assert synced[0] == synced[1] and len(synced[0]) == 6  # 2 linears x input, weight, grad
+    assert shard[0]["0/linear/input"] != shard[1]["0/linear/input"]
+    assert shard[0]["0/linear/weight"] == shard[1]["0/linear/weight"]
+    assert shard[0]["0/linear/input"][1] != synced[0]["0/linear/input"][1]

@@ -4,6 +4,8 @@ weights; torch.amp.GradScaler unchanged; monitor sites; policies by nn's names."
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from torch_device import DEVICE
@@ -91,6 +93,8 @@ class Products(torch.nn.Module):
         out = (a @ b).sum() + torch.matmul(a, b).sum() + a.matmul(b).sum()
         out = out + torch.mm(a, b).sum() + a.mm(b).sum()
         out = out + torch.bmm(a[None], b[None]).sum() + a[None].bmm(b[None]).sum()
+        out = out + torch.baddbmm(a[None], a[None], b[None]).sum()
+        out = out + a[None].baddbmm(a[None], b[None], beta=0.5).sum()
         out = out + F.scaled_dot_product_attention(q, q, q).sum()
         w = b.T[:3]
         out = out + F.linear(a, w).sum()
@@ -220,22 +224,78 @@ def test_policies_parse_nns_names(name, compute, variable, inputs):
 def test_bad_policies_and_modules_raise_clear_errors():
     with pytest.raises(ValueError, match="unknown policy 'mixed_fp17'"):
         ft.get_policy("mixed_fp17")
-    with pytest.raises(ValueError, match="per-tensor fp8 scaling"):
-        ft.get_policy("fp8_hybrid_delayed")
+    with pytest.raises(ValueError, match="per-tensor fp8 recipe"):
+        ft.get_policy("fp8_hybrid_delayd")
     with pytest.raises(TypeError, match="torch.nn.Module"):
         ft.emulate(lambda x: x, "mixed_float16")
 
 
-def test_products_hidden_inside_multihead_attention_are_not_caught_and_emulate_says_so():
-    """nn.MultiheadAttention computes its projections and attention inside
-    F.multi_head_attention_forward, which a torch function mode sees only from outside."""
+def reference_mha(mha: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None,
+                  need_weights: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """nn.MultiheadAttention's self-attention (batch_first) written out by hand, each product's
+    operands and output rounded to fp16 by fpsim.round (numpy): (output, out-projection input)."""
+    B, L, E = x.shape
+    H = mha.num_heads
+    D = E // H
+    qkv = r16(F.linear(r16(x.transpose(0, 1)), r16(mha.in_proj_weight), r16(mha.in_proj_bias)))
+    q, k, v = (t.reshape(L, B * H, D).transpose(0, 1) for t in qkv.chunk(3, dim=-1))
+    additive = None if mask is None else torch.zeros(L, L, device=DEVICE).masked_fill(
+        mask, float("-inf"))
+    if need_weights:
+        scores = r16(q * math.sqrt(1.0 / D)) @ r16(k).transpose(-2, -1)
+        if additive is not None:
+            scores = scores + r16(additive)  # 0 or -inf: exact in any order
+        o = r16(r16(torch.softmax(r16(scores), dim=-1)) @ r16(v))
+        o = o.transpose(0, 1).reshape(L * B, E)
+    else:
+        q, k, v = (t.reshape(B, H, L, D) for t in (q, k, v))
+        o = r16(F.scaled_dot_product_attention(r16(q), r16(k), r16(v), additive))
+        o = o.permute(2, 0, 1, 3).reshape(B * L, E)
+    out = r16(F.linear(r16(o), r16(mha.out_proj.weight), r16(mha.out_proj.bias)))
+    return out.view(L, B, E).transpose(0, 1), o
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+def test_multihead_attention_projections_and_attention_products_are_rounded(need_weights,
+                                                                             causal):
+    """nn.MultiheadAttention computes inside F.multi_head_attention_forward: its in- and
+    out-projections and its attention products (bmm/baddbmm, or scaled_dot_product_attention
+    when need_weights=False) are caught and rounded as a hand-written fp16 version rounds
+    them, forward bit for bit, and the out-projection's weight gradient too."""
     torch.manual_seed(6)
-    mha = ft.emulate(torch.nn.MultiheadAttention(8, 2, batch_first=True).to(DEVICE),
-                     "mixed_float16")
-    x = seeded(2, 5, 8, seed=15)
-    with pytest.warns(UserWarning, match="multi_head_attention_forward"), \
-            fpsim.monitor() as m:
-        out = mha(x, x, x, need_weights=False)[0]
-    assert m.counts == {}
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).to(DEVICE)
+    x = seeded(2, 5, 8, seed=15, scale=2.0)
+    mask = torch.ones(5, 5, dtype=torch.bool, device=DEVICE).triu(1) if causal else None
+    want, o = reference_mha(mha, x, mask, need_weights)
+    ft.emulate(mha, "mixed_float16")
+    with fpsim.monitor() as m:
+        got = mha(x, x, x, need_weights=need_weights, attn_mask=mask)[0]
+    assert torch.equal(got, want)
+    assert m.counts["linear/input"]["elements"] == 2 * 5 * 8 * 2  # in- and out-projection
+    # q (2 heads x 2 batches x 5 x 4 = 80) times k, then the 100 probabilities times v
+    products = ({"baddbmm/batch1": 80, "matmul/a": 100} if causal else {"matmul/a": 180}
+                ) if need_weights else {"attention/query": 80}
+    for site, elements in products.items():
+        assert m.counts[site]["elements"] == elements
+    upstream = seeded(2, 5, 8, seed=16)
+    got.backward(upstream)
+    g = upstream.transpose(0, 1).reshape(10, 8)
+    assert torch.equal(mha.out_proj.weight.grad, r16(r16(g).T @ r16(o)))
+    assert mha.in_proj_weight.grad is not None
+    assert torch.equal(mha.in_proj_weight.grad, r16(mha.in_proj_weight.grad))
     mha.fpsim_emulation.remove()
-    assert torch.equal(out, mha(x, x, x, need_weights=False)[0])  # plain float32
+    assert not torch.equal(mha(x, x, x, attn_mask=mask)[0], got)  # plain float32 again
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_a_transformer_encoder_layer_has_its_attention_emulated(training):
+    """Also in eval mode without grad, where torch would take its fused fast path (which an
+    active function mode turns off)."""
+    torch.manual_seed(7)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                             batch_first=True).to(DEVICE).train(training)
+    with fpsim.monitor() as m, torch.set_grad_enabled(training):
+        ft.emulate(layer, "mixed_bfloat16")(seeded(2, 5, 8, seed=17))
+    assert {"self_attn/linear", "self_attn/attention", "linear1/linear", "linear2/linear"} <= set(
+        m.counts)

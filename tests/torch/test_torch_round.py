@@ -71,6 +71,20 @@ def test_torch_cast_path_under_every_overflow_policy_equals_fpsim_round(fmt):
                          fpsim.round(x, fmt, overflow=policy))
 
 
+@pytest.mark.parametrize("fmt", [f for f, fast in tr._DECODES.items() if fast],
+                         ids=lambda f: f.name)
+def test_fp8_codes_decoded_through_float16_bits_equal_fpsim_round(fmt):
+    """On the CPU, a float32 tensor with no NaN and nothing past the overflow threshold takes
+    torch's fp8 cast and the float16 decoding of its codes (_decode_fp8): every finite code,
+    midpoint and neighbour in range, both zeros, in one tensor, bit for bit fpsim.round."""
+    x = sample_points(fmt, np.float32)
+    threshold = float(tr._nearest_even_constants(fmt, True, fmt.overflow).THRESHOLD)
+    x = np.concatenate([x[np.abs(x) < threshold], np.float32([0.0, -0.0])])
+    assert_same_bits(ft.round(torch.from_numpy(x), fmt), fpsim.round(x, fmt))
+    q = torch.from_numpy(x).to(tr.NATIVE_CASTS[fmt][0])  # and every code torch's cast gives
+    assert torch.equal(tr._decode_fp8(q, fmt), q.to(torch.float32))
+
+
 @pytest.mark.parametrize("fmt", [f for f in SMALL_CATALOG if f.zero], ids=lambda f: f.name)
 def test_integer_path_equals_fpsim_round_where_float32_nearest_even_bypasses_it(fmt):
     """The integer path serves every call that counts events (counting=True takes it);
@@ -191,6 +205,73 @@ def test_stochastic_rounding_is_unbiased(fmt, value):
     assert set(got.unique().cpu().tolist()) == {float(lo), float(hi)}
     bound = 5 * (hi - lo) / (2 * math.sqrt(n))
     assert abs(got.mean().item() - value) < bound
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
+@pytest.mark.parametrize("r", [1, 3, 6])
+def test_rng_bits_round_up_for_exactly_floor_f_times_2_to_the_r_of_the_draws(fmt, r):
+    """With r random bits the draw v is one of 2^r values; over all of them (each carried in
+    56 random bits with arbitrary low bits, which must not matter) exactly floor(f * 2^r) go up,
+    f the dropped fraction of the last place (fpsim.rounding.check_rng_bits' law), for values
+    whose f has fewer, as many and more bits than r, subnormal and below the subnormals."""
+    from fractions import Fraction
+
+    from fpsim import _kernels
+    from fpsim.rounding import RoundingMode
+    from fpsim.torch.rounding import _constants, round_bits
+
+    form = fpsim.get_format(fmt)
+    tiny = form.smallest_subnormal
+    xs = np.array([1 + 2.0**-12, 1 + 3 * 2.0**-13, 1.1, -1.3, 0.3 * tiny, -0.7 * tiny,
+                   tiny * 1.5, form.smallest_normal * 1.9, 2.5, 3.3], np.float32)
+    c, f = _constants(form, torch.float32, True, "inf")
+    m = _kernels.mode_bits(RoundingMode.STOCHASTIC, r)
+    v = torch.arange(2**r, dtype=torch.int64)
+    low = torch.randint(0, 2**(56 - r), (2**r,), generator=torch.Generator().manual_seed(r))
+    u = (v << (56 - r)) | low
+    for x in xs:
+        bits = torch.tensor([x], dtype=torch.float32).view(torch.int32).to(torch.int64)
+        res, _ = round_bits(bits.expand(2**r), m, u, c, f)
+        got = res.to(torch.int32).view(torch.float32).numpy()
+        lo, hi = (float(fpsim.round(np.float32(x), form, mode)) for mode in ("down", "up"))
+        lo, hi = (lo, hi) if x > 0 else (hi, lo)  # (toward zero, away from zero)
+        if lo == hi:  # a value of the format stays itself
+            assert np.all(got == x)
+            continue
+        frac = (Fraction(float(x)) - Fraction(lo)) / (Fraction(hi) - Fraction(lo))
+        ups = int(np.count_nonzero(got == hi))
+        assert ups + int(np.count_nonzero(got == lo)) == 2**r
+        assert ups == int(frac * 2**r), (x, frac)
+
+
+def test_rng_bits_draws_are_reproducible_per_seed_and_r_bits_bias_toward_zero():
+    x = torch.full((100_000,), 1 + 0.3 * 2.0**-10, dtype=torch.float64)  # f = 0.3 in fp16
+    def draw(seed: int, r: int | None) -> torch.Tensor:
+        return ft.round(x, "fp16", "stochastic", rng_bits=r,
+                        generator=torch.Generator().manual_seed(seed))
+    assert torch.equal(draw(5, 2), draw(5, 2)) and not torch.equal(draw(5, 2), draw(6, 2))
+    # r = 2: P(up) = floor(0.3 * 4) / 4 = 1/4; the full draw: 0.3 (5 standard errors apart)
+    ups = ((draw(5, 2) > 1.0).double().mean().item(), (draw(5, None) > 1.0).double().mean().item())
+    bound = 5 * 0.5 / math.sqrt(len(x))
+    assert abs(ups[0] - 0.25) < bound and abs(ups[1] - 0.3) < bound
+
+
+def test_rng_bits_on_an_exponent_only_format_follow_the_same_law():
+    x = torch.full((100_000,), 1.3, dtype=torch.float64)  # e8m0: between 1 and 2, f = 0.3
+    got = ft.round(x, "e8m0fnu", "stochastic", rng_bits=1,
+                   generator=torch.Generator().manual_seed(2))
+    assert set(got.unique().tolist()) == {1.0}  # floor(0.3 * 2) / 2 = 0: never up
+    got = ft.round(x, "e8m0fnu", "stochastic", rng_bits=3,
+                   generator=torch.Generator().manual_seed(2))
+    assert abs((got == 2.0).double().mean().item() - 0.25) < 5 * 0.5 / math.sqrt(len(x))
+
+
+def test_rng_bits_is_checked_as_fpsim_checks_it():
+    t = torch.ones(3)
+    with pytest.raises(ValueError, match="rng_bits must be None"):
+        ft.round(t, "fp16", "stochastic", rng_bits=0)
+    with pytest.raises(ValueError, match="applies to mode='stochastic' only"):
+        ft.round(t, "fp16", rng_bits=4)
 
 
 # --- the contract's edges ---------------------------------------------------------------------

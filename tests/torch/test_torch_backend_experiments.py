@@ -1,0 +1,70 @@
+"""``fpsim compare --backend torch`` (nn.experiments.torch_backend): the LM experiments on a
+torch module under fpsim.torch.emulate; other experiments refused by name."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import fpsim  # noqa: E402
+import fpsim.torch as ft  # noqa: E402
+from fpsim.cli import main  # noqa: E402
+from nn.experiments import torch_backend  # noqa: E402
+from nn.experiments.table import EXPERIMENTS, SCALED, UNSCALED  # noqa: E402
+
+
+def test_unsupported_experiments_are_refused_naming_the_supported_ones():
+    with pytest.raises(ValueError, match="runs the experiments underflow, underflow-sgd, bf16; "
+                                         "'statistics' runs on --backend nn only"):
+        torch_backend.check_supported("statistics")
+    assert set(torch_backend.SUPPORTED) <= set(EXPERIMENTS)
+
+
+def test_the_cli_refuses_options_the_torch_backend_lacks(capsys):
+    assert main(["compare", "--backend", "torch", "--experiment", "fp8", "--steps", "1"]) != 0
+    assert "'fp8' runs on --backend nn only" in capsys.readouterr().err
+    assert main(["compare", "--backend", "torch", "--all"]) != 0
+    assert "no --all" in capsys.readouterr().err
+
+
+def test_the_torch_lm_runs_its_attention_and_projections_emulated():
+    config = EXPERIMENTS["underflow"].config.with_(sequence_length=8, batch_size=2)
+    model = ft.emulate(torch_backend.torch_lm(config), "mixed_float16")
+    with fpsim.monitor() as m:
+        model(torch.zeros(2, 8, dtype=torch.long)).sum().backward()
+    assert {"blocks.0.self_attn/linear/input", "blocks.0.self_attn/attention/query",
+            "blocks.0.linear1/linear/input", "logits/linear/grad_input"} <= set(m.counts)
+
+
+def test_the_underflow_experiment_runs_on_torch_with_the_same_rows_as_on_nn():
+    result = torch_backend.run_experiment("underflow", steps=3)
+    assert [r.label for r in result.runs] == [r.label for r in torch_backend.SUPPORTED[
+        "underflow"]]
+    assert all(math.isfinite(r.test_loss) and len(r.history.step_loss) == 3
+               for r in result.runs)
+    by_label = {r.label: r for r in result.runs}
+    assert by_label["float32"].activation_underflow == 0  # float32 rounds nothing
+    assert by_label[UNSCALED].final_loss_scale is None
+    assert by_label[SCALED].final_loss_scale is not None
+    # the unscaled fp16 gradients flush some activation gradients to zero; scaling keeps them
+    assert by_label[UNSCALED].activation_underflow > by_label[SCALED].activation_underflow
+
+
+def test_the_what_if_replay_on_the_torch_lm_measures_each_alternative_against_float32():
+    """The float32 alternative replays the reference's step exactly (same gradients, same
+    update); unscaled fp16 loses more of the gradient's norm to zeros than scaled fp16."""
+    config = EXPERIMENTS["underflow"].config.with_(steps=3, sequence_length=16, batch_size=8)
+    found = torch_backend.what_if(config, [0, 2])
+    assert found.alternatives() == list(torch_backend.WHAT_IF)
+    for r in found.replays:
+        assert r.step in (0, 2) and set(r.layers) >= {"logits", "blocks.0.self_attn"}
+        if r.alternative == "float32":
+            assert r.total.cosine == pytest.approx(1.0, abs=1e-12)
+            assert r.total.flushed_norm == 0 and r.total.update_error == 0
+    assert found.mean("unscaled fp16", "flushed_norm") > found.mean("scaled fp16",
+                                                                   "flushed_norm")
+    assert {r.scale for r in found.replays if r.alternative == "scaled fp16"} <= {2.0**15,
+                                                                                  2.0**14}
