@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -277,11 +277,15 @@ class Batches:
     def _dataset_batches(self) -> Iterator[tuple[np.ndarray, Any]]:
         for item in self.x:
             pair = isinstance(item, (tuple, list)) and len(item) == 2
+            if pair and isinstance(item[0], (tuple, Mapping)):
+                raise TypeError(f"{self.what}: the dataset's x is a nested structure "
+                                f"({_describe(item[0])}), as for a model with several inputs; "
+                                f"{self.what} feeds one input array per batch")
             if self.inputs_only:
                 yield _inputs(item[0] if pair else item, self.what), None
             elif not pair:
                 raise TypeError(f"{self.what}: a dataset must yield (x, y) batches, got "
-                                f"{type(item).__name__}")
+                                f"{_describe(item)}")
             else:
                 yield as_arrays(item[0], item[1], self.what, finite=self.finite,
                                 integer_x=self.integer_x)
@@ -301,6 +305,15 @@ class Batches:
             if order is not None:
                 idx = order[idx]
             yield self.x[idx], (None if self.y is None else self.y[idx])
+
+
+def _describe(item: Any) -> str:
+    """A dataset element's structure in words: ``a tuple of 3``, ``a dict with keys ['a']``."""
+    if isinstance(item, Mapping):
+        return f"a dict with keys {list(item)}"
+    if isinstance(item, (tuple, list)):
+        return f"a {type(item).__name__} of {len(item)}"
+    return type(item).__name__
 
 
 def _inputs(x: Any, what: str) -> np.ndarray:
