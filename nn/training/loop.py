@@ -78,6 +78,16 @@ def takes_integer_ids(model: Any) -> bool:
     return bool(layers) and bool(getattr(layers[0], "integer_input", False))
 
 
+def single_input(x: Any) -> Any:
+    """``x`` itself, or ``x[0]`` when ``x`` is a one-element list or tuple of an array or
+    Tensor: Keras reads ``[x]`` as the one input of a one-input model (its inputs are a
+    structure), not as a batch of one sample with an extra leading axis. (A list of rows,
+    ``[[1.0, 2.0]]``, is data and stays as it is.)"""
+    if isinstance(x, (list, tuple)) and len(x) == 1 and isinstance(x[0], (np.ndarray, Tensor)):
+        return x[0]
+    return x
+
+
 def as_arrays(x: Any, y: Any, what: str, *, finite: bool = False, integer_x: bool = False
               ) -> tuple[np.ndarray, np.ndarray]:
     """``x`` and ``y`` as arrays with matching sample counts and floating-point ``x`` (or
@@ -317,6 +327,7 @@ def _describe(item: Any) -> str:
 
 
 def _inputs(x: Any, what: str) -> np.ndarray:
+    x = single_input(x)
     xa = np.asarray(x.data if isinstance(x, Tensor) else x)
     if xa.ndim < 1 or len(xa) == 0:
         raise ValueError(f"{what}: x must be a non-empty batch, got shape {xa.shape}")
