@@ -268,11 +268,13 @@ def _build(config: dict[str, Any]) -> Any:
 def _require_in_format(what: str, arr: np.ndarray, fmt: Any) -> None:
     """Raise ``_Bad`` if a stored value is not a number of ``fmt`` (``save`` writes values that
     lie in their variable's format, so such a file was edited or corrupted; loading would round
-    it silently). NaN passes where ``fmt`` has a NaN: a diverged model saves and loads as is."""
+    it silently). NaN passes where ``fmt`` has a NaN (a diverged model saves and loads as
+    is); in a format without NaN it is refused."""
     if fmt is None:  # float64: every float64 is in it
         return
     rounded = round_array(np.array(arr, copy=True), fmt)
-    same = (rounded == arr) | (np.isnan(rounded) & np.isnan(arr))
+    nan_ok = fmt.has_nan  # a NaN in a format without one (e2m1) is outside it too
+    same = (rounded == arr) | (np.isnan(rounded) & np.isnan(arr) & nan_ok)
     if np.all(same):
         return
     where = tuple(int(i) for i in np.argwhere(~same)[0])

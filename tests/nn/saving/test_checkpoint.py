@@ -416,3 +416,18 @@ def test_a_weight_holding_nan_loads_as_saved_since_its_format_has_nan(data, tmp_
 def fpsim_round(value, fmt):
     """fpsim's pure-Python rounding (the spec), independent of nn's kernels."""
     return np.float32(fpsim.round_scalar(float(value), fpsim.get_format(fmt)))
+
+
+def test_a_nan_weight_in_a_format_without_nan_is_refused(tmp_path):
+    with nn.policy_scope("float4_e2m1fn"):  # e2m1 has no NaN code
+        model = nn.Sequential([nn.Dense(3)])
+    model(np.ones((1, 2), np.float32))
+    path = tmp_path / "fp4.npz"
+    model.save(path)
+    with np.load(path) as z:
+        weight = z["weight_0"].copy()
+    weight.reshape(-1)[0] = np.nan
+    bad = _rewrite(path, tmp_path / "nan.npz", replace={"weight_0": weight})
+    with pytest.raises(ValueError, match=r"holds 1 value\(s\) outside its format float4_e2m1fn, "
+                                         r"e\.g\. nan at index \(0, 0\)"):
+        nn.load_model(bad)
