@@ -16,8 +16,8 @@ literature keep such updates without an fp32 master copy (Zamirai, Zhang, Aberge
   is in the optimizer's config, ``t`` its ``iterations``).
 - ``kahan=True``: compensated (Kahan) summation of the updates. A slot ``compensation`` (in
   the weight's format, as the paper keeps it in bf16) holds what the rounding of the previous
-  steps lost; each step (``c`` the compensation, ``u = -update``, all in the float32 carrier,
-  each result rounded once to the weight's format where marked)::
+  steps lost; each step (``c`` the compensation, ``u = -update``, computed in float64 like the
+  stochastic update, each result rounded once to the weight's format where marked)::
 
       y = u - c
       s = round(w + y)          # the new weight
@@ -25,7 +25,8 @@ literature keep such updates without an fp32 master copy (Zamirai, Zhang, Aberge
       w = s
 
   so ``w - c`` tracks ``w0 + sum(u)`` to about the compensation's own precision, and an
-  update far below half an ulp of ``w`` accumulates in ``c`` until it moves ``w``.
+  update far below half an ulp of ``w`` accumulates in ``c`` until it moves ``w``. (In fp16 a
+  compensation below fp16's smallest subnormal, 2^-24, is lost.)
 
 The default, ``"nearest_even"`` without Kahan, is one nearest-even rounding of ``w - update``
 (computed in the carrier) to the weight's format: what Keras and PyTorch do. Both remedies act
@@ -106,10 +107,11 @@ UPDATE_ROUNDINGS = tuple(_ROUNDINGS)
 
 
 def _kahan(w: np.ndarray, delta: np.ndarray, fmt: Any, c: np.ndarray) -> np.ndarray:
-    y = -delta - c
-    s = np.asarray(fpsim.round(w + y, fmt))
-    c[...] = fpsim.round((s - w) - y, fmt)
-    return s
+    w64 = w.astype(np.float64)
+    y = -delta.astype(np.float64) - c  # float64: exact for float32 operands of close exponents
+    s = np.asarray(fpsim.round(w64 + y, fmt))
+    c[...] = fpsim.round((s - w64) - y, fmt)
+    return s.astype(w.dtype)
 
 
 def weight_update(owner: str, update_rounding: Any = NEAREST_EVEN, kahan: Any = False,
