@@ -370,27 +370,32 @@ def _now() -> str:
 # one home for the rule "an option is honoured or refused": a run kind -> (the options it takes,
 # what it is). An option given with a value other than its default that its kind does not take
 # is refused naming it (it used to be ignored: ``--experiment digits --steps 2``).
+_RUNS = frozenset({"--steps", "--quick", "--seeds", "--json", "--out", "--processes",
+                   "--blas-threads"})  # what a run of the table's experiments reads
 COMPARE_KINDS: dict[str, tuple[frozenset[str], str]] = {
-    "list": (frozenset(), "--list prints the table and stops"),
-    "digits": (frozenset({"--epochs", "--quick", "--out"}),
-               f"the {ex.DIGITS} story has one fixed seed and no claims, and trains for "
-               "--epochs epochs"),
-    "experiment": (frozenset({"--steps", "--quick", "--seeds", "--json", "--out", "--processes",
-                              "--blas-threads", "--all", "--resume"}),
-                   "the table's experiments train for --steps steps per seed"),
-    "what-if": (frozenset({"--steps", "--quick", "--json", "--blas-threads"}),
+    "list": (frozenset({"--list"}), "--list prints the table and stops"),
+    "what-if": (frozenset({"--what-if", "--experiment", "--steps", "--quick", "--json",
+                           "--blas-threads"}),
                 "--what-if replays --steps steps of one float32 trajectory of a language "
                 "model"),
+    "all": (_RUNS | {"--all", "--resume"}, "--all runs every experiment of the table"),
+    "digits": (frozenset({"--experiment", "--epochs", "--quick", "--out"}),
+               f"the {ex.DIGITS} story has one fixed seed and no claims, and trains for "
+               "--epochs epochs"),
+    "experiment": (_RUNS | {"--experiment"},
+                   "the table's experiments train for --steps steps per seed"),
 }
-_ALWAYS = frozenset({"--experiment", "--list", "--what-if"})  # they choose the kind
 
 
 def _compare_kind(args: argparse.Namespace) -> str:
+    """The kind of run ``args`` asks for: the first of --list, --what-if, --all, digits."""
     if args.list:
         return "list"
     if args.what_if:
         return "what-if"
-    return "digits" if args.experiment == ex.DIGITS and not args.all else "experiment"
+    if args.all:
+        return "all"
+    return "digits" if args.experiment == ex.DIGITS else "experiment"
 
 
 def check_compare_options(args: argparse.Namespace) -> None:
@@ -404,9 +409,9 @@ def check_compare_options(args: argparse.Namespace) -> None:
     takes, what = COMPARE_KINDS[kind]
     given = ["--" + dest.replace("_", "-") for dest, default in defaults.items()
              if getattr(args, dest) != default]  # every compare option is --its-dest
-    ignored = [o for o in given if o not in takes | _ALWAYS]
+    ignored = [o for o in given if o not in takes]
     if ignored:
-        allowed = ", ".join(sorted(takes)) or "no other option"
+        allowed = ", ".join(sorted(takes))
         verb = "does" if len(ignored) == 1 else "do"
         raise ValueError(f"{', '.join(ignored)} {verb} not apply here: {what}; it takes "
                          f"{allowed}")
@@ -427,7 +432,8 @@ def compare(args: argparse.Namespace) -> int:
         print("\n".join(ex.table.listing()))
         return 0
     out = Path(args.out)
-    check_writable(out / "compare.png", "--out")
+    if not args.what_if:  # the what-if replay draws no picture
+        check_writable(out / "compare.png", "--out")
     if args.json:
         check_writable(Path(args.json), "--json")
     check_compare_options(args)
