@@ -29,6 +29,7 @@ Decisions (recorded in docs/semantics.md, "Numerical semantics"):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -228,33 +229,59 @@ def _encode(x: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
     return codes, ok
 
 
-def _not_representable(value: float, fmt: Format) -> ValueError:
+def _not_representable(value: float, fmt: Format, given: object = None) -> ValueError:
+    """The error for ``value`` (the float64 to_bits encodes), which ``fmt`` does not hold.
+    ``given``: the element as the caller passed it, when it was not a float32/float64 (an int
+    beyond float64, 10**400, reaches the encoder as float64's max, its stand-in): named as
+    given, not as its stand-in."""
+    shown = repr(value) if given is None else _describe_given(given)
     if np.isnan(value):
         return ValueError(f"{fmt.name} has no NaN code (nan={fmt.nan!r}); it cannot encode NaN")
     if np.isinf(value):
         return ValueError(f"{fmt.name} has no inf (nan={fmt.nan!r}); it cannot encode {value}")
     if value == 0 and not fmt.zero:
         return ValueError(
-            f"{value!r} is not a value of {fmt.name}: it has no zero (an exponent-only scale "
+            f"{shown} is not a value of {fmt.name}: it has no zero (an exponent-only scale "
             f"format: every code is a power of two, the smallest 2^{fmt.emin} = "
             f"{fmt.smallest_normal!r})"
         )
     if value < 0 and not fmt.signed:
         return ValueError(
-            f"{value!r} is not a value of {fmt.name}: it is unsigned (values "
+            f"{shown} is not a value of {fmt.name}: it is unsigned (values "
             f"{0.0 if fmt.zero else fmt.smallest_normal!r} .. {fmt.max!r}, no negative numbers)"
         )
     if abs(value) > fmt.max:
         return ValueError(
-            f"{value!r} is not a value of {fmt.name}: its magnitude exceeds max = {fmt.max!r}"
+            f"{shown} is not a value of {fmt.name}: its magnitude exceeds max = {fmt.max!r}"
         )
     sub = True if fmt.zero else None  # (a format without zero has no subnormals)
     lo = float(_round(value, fmt, "down", subnormals=sub, overflow="saturate"))
     hi = float(_round(value, fmt, "up", subnormals=sub, overflow="saturate"))
     return ValueError(
-        f"{value!r} is not a value of {fmt.name} (it lies between {lo!r} and {hi!r}); "
+        f"{shown} is not a value of {fmt.name} (it lies between {lo!r} and {hi!r}); "
         f"round it first, e.g. fpsim.round(x, {fmt.name!r})"
     )
+
+
+_SHOWN_DIGITS = 30  # ours: longer ints are shown as their leading digits and their length
+
+
+def _describe_given(given: object) -> str:
+    """``given`` for an error message: an int in full up to ``_SHOWN_DIGITS`` digits, else its
+    leading digits and digit count (str() of a 4301-digit int raises); anything else its repr
+    (cut at 80 characters)."""
+    if isinstance(given, (int, np.integer)) and not isinstance(given, (bool, np.bool_)):
+        g = abs(int(given))
+        if g < 10**_SHOWN_DIGITS:
+            return repr(int(given))
+        digits = int(math.log10(g)) + 1  # (float log10: may be one off near a power of ten)
+        digits += (g >= 10**digits) - (g < 10 ** (digits - 1))
+        lead = g // 10 ** (digits - 6)
+        sign = "-" if int(given) < 0 else ""
+        return (f"the int {sign}{lead}... ({digits} digits, about "
+                f"{sign}{lead / 1e5:.5f}e+{digits - 1})")
+    text = repr(given)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def to_bits(x: object, fmt: Format | str) -> np.ndarray:
@@ -281,7 +308,11 @@ def _codes(x: object, fmt: Format) -> np.ndarray:
         values = flat[part].astype(np.float64)
         codes, ok = _encode(values, fmt)
         if not ok.all():
-            raise _not_representable(float(values[~ok][0]), fmt)
+            bad = int(np.flatnonzero(~ok)[0])
+            given = None
+            if np.asarray(x).dtype != arr.dtype:  # converted (ints, objects): name it as given
+                given = np.asarray(x, dtype=object).reshape(-1)[part.start + bad]
+            raise _not_representable(float(values[bad]), fmt, given)
         out[part] = codes
     return out.reshape(arr.shape)
 

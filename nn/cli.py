@@ -371,17 +371,77 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+# --- which options each kind of compare run takes --------------------------------------------
+# one home for the rule "an option is honoured or refused": a run kind -> (the options it takes,
+# what it is). An option given with a value other than its default that its kind does not take
+# is refused naming it (it used to be ignored: ``--experiment digits --steps 2``).
+_RUNS = frozenset({"--steps", "--quick", "--seeds", "--json", "--out", "--processes",
+                   "--blas-threads"})  # what a run of the table's experiments reads
+COMPARE_KINDS: dict[str, tuple[frozenset[str], str]] = {
+    "list": (frozenset({"--list"}), "--list prints the table and stops"),
+    "what-if": (frozenset({"--what-if", "--experiment", "--steps", "--quick", "--json",
+                           "--blas-threads"}),
+                "--what-if replays --steps steps of one float32 trajectory of a language "
+                "model"),
+    "all": (_RUNS | {"--all", "--resume"}, "--all runs every experiment of the table"),
+    "digits": (frozenset({"--experiment", "--epochs", "--quick", "--out"}),
+               f"the {ex.DIGITS} story has one fixed seed and no claims, and trains for "
+               "--epochs epochs"),
+    "experiment": (_RUNS | {"--experiment"},
+                   "the table's experiments train for --steps steps per seed"),
+}
+
+
+def _compare_kind(args: argparse.Namespace) -> str:
+    """The kind of run ``args`` asks for: the first of --list, --what-if, --all, digits."""
+    if args.list:
+        return "list"
+    if args.what_if:
+        return "what-if"
+    if args.all:
+        return "all"
+    return "digits" if args.experiment == ex.DIGITS else "experiment"
+
+
+def check_compare_options(args: argparse.Namespace) -> None:
+    """Raise ValueError naming every option ``args`` sets that its kind of run would ignore,
+    and what that kind takes (``COMPARE_KINDS``). An option counts as set when its value is
+    not the parser's default."""
+    probe = argparse.ArgumentParser()
+    add_compare_arguments(probe)
+    defaults = vars(probe.parse_args([]))
+    kind = _compare_kind(args)
+    takes, what = COMPARE_KINDS[kind]
+    given = ["--" + dest.replace("_", "-") for dest, default in defaults.items()
+             if getattr(args, dest) != default]  # every compare option is --its-dest
+    ignored = [o for o in given if o not in takes]
+    if ignored:
+        allowed = ", ".join(sorted(takes))
+        verb = "does" if len(ignored) == 1 else "do"
+        raise ValueError(f"{', '.join(ignored)} {verb} not apply here: {what}; it takes "
+                         f"{allowed}")
+    if kind == "what-if" and args.experiment != defaults["experiment"]:
+        config = ex.default_config(args.experiment) if args.experiment in ex.EXPERIMENTS else None
+        if not isinstance(config, ex.LMConfig):
+            lms = [n for n, e in ex.EXPERIMENTS.items() if isinstance(e.config, ex.LMConfig)]
+            raise ValueError(f"--what-if replays a language-model experiment; --experiment "
+                             f"{args.experiment} is not one (those that are: {', '.join(lms)})")
+
+
 def compare(args: argparse.Namespace) -> int:
     """``fpsim compare [--experiment NAME | --all | --list] [--seeds K|LIST] [--json PATH]
     [--out DIR] [--steps N | --epochs E] [--quick]``: tables and verdicts on stdout, a PNG per
     experiment in DIR (compare.png; NAME.png with --all)."""
     if args.list:
+        check_compare_options(args)
         print("\n".join(ex.table.listing()))
         return 0
     out = Path(args.out)
-    check_writable(out / "compare.png", "--out")
+    if not args.what_if:  # the what-if replay draws no picture
+        check_writable(out / "compare.png", "--out")
     if args.json:
         check_writable(Path(args.json), "--json")
+    check_compare_options(args)
     start = time.perf_counter()
     if args.backend == "torch":
         _compare_torch(args)
@@ -390,9 +450,6 @@ def compare(args: argparse.Namespace) -> int:
         _what_if(args)
         return 0
     if args.experiment == ex.DIGITS and not args.all:
-        if args.seeds is not None or args.json:
-            raise ValueError("--seeds and --json: the digits story has one fixed seed and no "
-                             "claims; name an experiment of --list")
         _compare_digits(args, out)
         print(f"wrote {out / 'compare.png'} ({time.perf_counter() - start:.1f} s in all)")
         return 0

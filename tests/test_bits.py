@@ -8,6 +8,7 @@ numpy.nextafter for float32.
 from __future__ import annotations
 
 import functools
+import re
 
 import ml_dtypes
 import numpy as np
@@ -453,3 +454,33 @@ def test_next_up_is_a_value_above_x_with_nothing_of_the_format_in_between(data, 
     to_bits(up, fmt)  # a value of the format (raises otherwise)
     down = next_down(up, fmt)  # NaN: nothing below up (an unsigned format's smallest value)
     assert down <= x or (np.isnan(down) and not fmt.signed and up == values(fmt)[0])
+
+
+# --- values named as given --------------------------------------------------------------------
+@pytest.mark.parametrize("given, shown", [
+    (10**400, r"the int 100000\.\.\. \(401 digits, about 1\.00000e\+400\)"),
+    (-(10**400), r"the int -100000\.\.\. \(401 digits, about -1\.00000e\+400\)"),
+    (7 * 10**4300, r"the int 700000\.\.\. \(4301 digits, about 7\.00000e\+4300\)"),  # no str()
+    ([1, 10**400], r"the int 100000\.\.\. \(401 digits, about 1\.00000e\+400\)"),
+    (70000, r"70000"),
+], ids=["1e400", "-1e400", "7e4300", "list", "70000"])
+def test_to_bits_names_an_int_beyond_the_format_as_given_not_as_its_float64_stand_in(given,
+                                                                                     shown):
+    with pytest.raises(ValueError, match=rf"^{shown} is not a value of float16: its magnitude "
+                                         r"exceeds max = 65504\.0$") as err:
+        to_bits(given, "fp16")
+    assert "1.7976931348623157e+308" not in str(err.value)
+
+
+def test_to_bits_names_an_inexact_int_as_given_with_its_neighbours():
+    n = 2**100 + 1  # float64 holds only a stand-in (2**100 + 2**48, rounded to odd)
+    lo, hi = float(2**100), float(2**100 + 2**(100 - 23))  # float32's neighbours of n
+    expected = (f"the int 126765... (31 digits, about 1.26765e+30) is not a value of float32 "
+                f"(it lies between {lo!r} and {hi!r})")
+    with pytest.raises(ValueError, match="^" + re.escape(expected)):
+        to_bits(n, "float32")
+
+
+def test_to_bits_names_a_float_as_its_value():
+    with pytest.raises(ValueError, match=r"^1e\+300 is not a value of float16"):
+        to_bits(1e300, "fp16")

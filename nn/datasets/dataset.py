@@ -39,7 +39,37 @@ DEFAULT_BATCH_SIZE = 32  # Keras's default batch size (theirs): batches(), fit, 
 
 AUTOTUNE = -1  # tf.data.AUTOTUNE: accepted by ``prefetch``, which has nothing to tune here
 
-Structure = Any  # an array, a tuple of arrays, or a dict of arrays
+Structure = Any  # an array, or a nest of tuples and dicts whose leaves are arrays
+Tree = Any  # a structure's shape: LEAF, ("tuple", type, children) or ("dict", keys, children)
+LEAF = "leaf"
+
+
+def _flatten(tensors: Structure, path: str, leaves: list[tuple[str, Any]]) -> Tree:
+    """Append ``tensors``' leaves (with their paths, e.g. ``["a"][1]``) to ``leaves`` in
+    order and return the tree that ``_unflatten`` rebuilds the structure from."""
+    if isinstance(tensors, tuple):
+        return ("tuple", type(tensors),
+                [_flatten(t, f"{path}[{i}]", leaves) for i, t in enumerate(tensors)])
+    if isinstance(tensors, Mapping):
+        keys = list(tensors)
+        return ("dict", keys, [_flatten(tensors[k], f"{path}[{k!r}]", leaves) for k in keys])
+    leaves.append((path, tensors))
+    return LEAF
+
+
+def _unflatten(tree: Tree, values: Iterator[np.ndarray]) -> Structure:
+    """The structure ``tree`` describes, with the next leaves of ``values`` in place."""
+    if isinstance(tree, str):  # LEAF
+        return next(values)
+    kind, meta, children = tree
+    parts = [_unflatten(c, values) for c in children]
+    if kind == "dict":
+        return dict(zip(meta, parts, strict=True))
+    return meta(*parts) if hasattr(meta, "_fields") else meta(parts)  # a namedtuple or a tuple
+
+
+def _at(path: str) -> str:
+    return f" at {path}" if path else ""
 
 
 class _Shuffle:
@@ -88,7 +118,7 @@ class Dataset:
     one epoch.
     """
 
-    def __init__(self, components: list[np.ndarray], structure: tuple[str, Any], n: int,
+    def __init__(self, components: list[np.ndarray], structure: Tree, n: int,
                  shuffles: tuple[_Shuffle, ...] = (), batch_size: int | None = None,
                  drop_remainder: bool = False) -> None:
         self._components, self._structure, self._n = components, structure, n
@@ -96,32 +126,28 @@ class Dataset:
 
     @staticmethod
     def from_tensor_slices(tensors: Structure) -> Dataset:
-        """Slice ``tensors`` along its first dimension: an array (or nn.Tensor), a tuple of
-        them (elements are tuples, e.g. ``(x, y)``) or a dict (elements are dicts). As in
-        tf.data, a list is one array (``np.asarray``), not a structure. Every component must
-        have the same first dimension."""
-        keys: list[Any] | None = None  # a dict's keys; the structure is then a dict
-        if isinstance(tensors, tuple):
-            parts, kind = list(tensors), "tuple"
-        elif isinstance(tensors, Mapping):
-            keys = list(tensors)
-            parts, kind = [tensors[k] for k in keys], "dict"
-        else:
-            parts, kind = [tensors], "single"
-        if not parts:
-            raise ValueError("from_tensor_slices: got an empty structure; pass an array, a "
-                             "tuple of arrays such as (x, y), or a dict of arrays")
-        arrays = [np.asarray(p) for p in parts]
-        for a in arrays:
+        """Slice ``tensors`` along its first dimension, as tf.data does: the structure is a
+        nest of tuples and dicts (``(x, y)``, ``{"a": (x, x)}``, ``((xa, xb), y)``) whose
+        leaves are arrays (or nn.Tensors); every leaf is sliced along its own axis 0 and every
+        element (and batch) has the structure given. As in tf.data, a list is one array
+        (``np.asarray``), not a structure. Every leaf must have the same first dimension."""
+        leaves: list[tuple[str, Any]] = []
+        tree = _flatten(tensors, "", leaves)
+        if not leaves:
+            raise ValueError(f"from_tensor_slices: got a structure without arrays "
+                             f"({tensors!r}); pass an array, a tuple of arrays such as (x, y), "
+                             f"or a dict of arrays")
+        arrays = [np.asarray(p) for _, p in leaves]
+        for (path, _), a in zip(leaves, arrays, strict=True):
             if a.ndim == 0:
                 raise ValueError(f"from_tensor_slices: cannot slice a scalar (shape (), value "
-                                 f"{a!r}); every component needs a first dimension")
-        lengths = {len(a) for a in arrays}
-        if len(lengths) > 1:
-            shapes = ", ".join(str(a.shape) for a in arrays)
+                                 f"{a!r}{_at(path)}); every component needs a first dimension")
+        if len({len(a) for a in arrays}) > 1:
+            shapes = ", ".join(f"{a.shape}{_at(path)}"
+                               for (path, _), a in zip(leaves, arrays, strict=True))
             raise ValueError(f"from_tensor_slices: every component must have the same number "
                              f"of samples (first dimension), got shapes {shapes}")
-        return Dataset(arrays, (kind, keys), len(arrays[0]))
+        return Dataset(arrays, tree, len(arrays[0]))
 
     # ---- transformations ----------------------------------------------------------------
     def shuffle(self, buffer_size: int, seed: int | None = None,
@@ -197,12 +223,7 @@ class Dataset:
             yield self._element([a[idx] for a in self._components])
 
     def _element(self, values: list[np.ndarray]) -> Structure:
-        kind, keys = self._structure
-        if kind == "tuple":
-            return tuple(values)
-        if kind == "dict":
-            return dict(zip(keys, values, strict=True))
-        return values[0]
+        return _unflatten(self._structure, iter(values))
 
     def as_numpy_iterator(self) -> Iterator[Structure]:
         """tf.data's spelling of ``iter(dataset)`` (the elements are numpy arrays already)."""

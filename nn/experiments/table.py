@@ -17,6 +17,11 @@ from typing import Any
 
 from nn.experiments.accumulation import ACCUMULATION_DEFAULT, fp32_accumulation
 from nn.experiments.accumulation import findings as accumulation_findings
+from nn.experiments.bf16_remedies import KAHAN, REMEDIES_DEFAULT, bf16_remedies
+from nn.experiments.bf16_remedies import MASTERS as BF16_MASTERS
+from nn.experiments.bf16_remedies import PURE as PURE_BF16
+from nn.experiments.bf16_remedies import STOCHASTIC as STOCHASTIC_BF16
+from nn.experiments.bf16_remedies import findings as bf16_remedies_findings
 from nn.experiments.fp8 import FP8_DEFAULT, fp8_findings, fp8_recipes
 from nn.experiments.masters import MASTER_DEFAULT, MIXED, PURE, master_weights
 from nn.experiments.masters import findings as master_findings
@@ -112,6 +117,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("master-weights-lm", "fp32 master weights vs pure float16 weights (the LM, Adam "
                "lr 1e-4)", "fp32 master weights", master_weights_lm, DEFAULT,
                (Claim(PURE, MIXED),), master_weights_lm_findings),
+    Experiment("bf16-remedies", "pure bfloat16 weights: nearest-even vs stochastic rounding vs "
+               "Kahan-compensated updates (the LM, Adam lr 1e-4; Zamirai et al. 2020)",
+               "optimizer-side remedies for bf16 weights", bf16_remedies, REMEDIES_DEFAULT,
+               (Claim(PURE_BF16, BF16_MASTERS), Claim(PURE_BF16, STOCHASTIC_BF16),
+                Claim(PURE_BF16, KAHAN)), bf16_remedies_findings),
     Experiment("statistics-lm", "attention softmax and LayerNorm statistics in fp32 vs fp16 "
                "(the LM)", "fp32 softmax and statistics", fp32_statistics_lm, DEFAULT,
                (Claim("fp16 statistics", "fp32 statistics"),), findings_lm),

@@ -5,8 +5,8 @@ embedding_dim)`` has the same argument order). Input: integers, or floats holdin
 (Keras casts them); they are never rounded to the compute format (fp16 cannot hold every index
 above 2048). The output is the table read in the compute format (a Cast of the fp32 master
 table under mixed policies). The gradient of the table is dense, zeros where no index looked,
-and each row's gradient is summed over its repeated indices in fp32 and rounded once
-(nn.functions.embedding).
+and each row's gradient is summed over its repeated indices in float64 and rounded once to
+fp32 (nn.functions.embedding).
 """
 
 from __future__ import annotations

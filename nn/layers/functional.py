@@ -31,6 +31,7 @@ from nn.layers.sequential import Container, check_new_layers
 from nn.layers.symbolic import Node, SymbolicTensor, symbolic_call
 from nn.models.model import Model
 from nn.precision.policy import Policy
+from nn.training.loop import single_input
 
 
 def _check_shape(what: str, shape: Any) -> tuple[int | None, ...]:
@@ -106,6 +107,17 @@ def _as_tensors(what: str, value: Any) -> list[SymbolicTensor]:
     return items
 
 
+def _refuse_repeats(what: str, tensors: list[SymbolicTensor]) -> None:
+    """Raise ValueError if one tensor is listed twice in ``Model(what=[...])``."""
+    first: dict[int, int] = {}
+    for i, t in enumerate(tensors):
+        if id(t) in first:
+            raise ValueError(f"Model({what}=...) lists the same input {t.name!r} more than "
+                             f"once (positions {first[id(t)]} and {i}); each input appears once "
+                             f"(to use an input twice, call two layers on it)")
+        first[id(t)] = i
+
+
 def _topological_nodes(outputs: list[SymbolicTensor]) -> list[Node]:
     """Every node the outputs depend on, each after the nodes of its inputs."""
     order: list[Node] = []
@@ -126,14 +138,22 @@ def _topological_nodes(outputs: list[SymbolicTensor]) -> list[Node]:
     return order
 
 
+def _count_given(x: Any) -> str:
+    if isinstance(x, (list, tuple)):
+        return f"a {type(x).__name__} of {len(x)}"
+    return f"one {type(x).__name__}"
+
+
 @register
 class Functional(Container):
     """A model made of a graph of layer calls: ``nn.Model(inputs=..., outputs=...)``.
 
-    Called on data (one array, or a list in ``inputs`` order for several inputs) it runs every
-    layer once, in ``layers`` order, and returns the output (a list for several outputs). It is
-    a ``Model``: ``compile``, ``fit``, ``evaluate``, ``predict``, ``summary``, ``save``. ``fit``
-    and ``evaluate`` take one input and one output.
+    Called on data (one array, or a list in ``inputs`` order or a dict keyed by input name for
+    several inputs; a one-input model takes ``x`` or ``[x]`` alike, as Keras does, whether it
+    was made with ``inputs=i`` or ``inputs=[i]``) it runs every layer once, in ``layers``
+    order, and returns the output (a list for several outputs). It is a ``Model``:
+    ``compile``, ``fit``, ``evaluate``, ``predict``, ``summary``, ``save``. ``fit`` and
+    ``evaluate`` take one input and one output.
     """
 
     def __init__(self, inputs: Any, outputs: Any, name: str | None = None,
@@ -143,6 +163,7 @@ class Functional(Container):
         self.outputs = _as_tensors("outputs", outputs)
         self._list_inputs = isinstance(inputs, (list, tuple))
         self._list_outputs = isinstance(outputs, (list, tuple))
+        _refuse_repeats("inputs", self.inputs)
         for t in self.inputs:
             if t.node is None or t.node.style != "input" or t.index != 0:
                 raise ValueError(f"Model inputs must come straight from nn.Input; {t!r} was made "
@@ -178,10 +199,19 @@ class Functional(Container):
                 raise ValueError(f"model '{self.name}' has inputs {[t.name for t in self.inputs]}"
                                  f"; the dict lacks {missing}")
             x = [x[t.name] for t in self.inputs]
-        values = list(x) if isinstance(x, (list, tuple)) and self._list_inputs else [x]
+        if len(self.inputs) == 1:  # x, or [x] as Keras accepts, whichever the model was made with
+            values = [single_input(x)]
+            if isinstance(x, (list, tuple)) and len(x) > 1 and all(
+                    isinstance(v, (np.ndarray, Tensor)) for v in x):
+                values = list(x)  # several arrays for one input: refused below
+        else:
+            values = list(x) if isinstance(x, (list, tuple)) else [x]
         if len(values) != len(self.inputs):
-            raise ValueError(f"model '{self.name}' takes {len(self.inputs)} inputs "
-                             f"({[t.name for t in self.inputs]}), got {len(values)}")
+            n, names = len(self.inputs), [t.name for t in self.inputs]
+            expected = (f"one input {names[0]!r}: pass one array (or a one-element list)"
+                        if n == 1 else f"{n} inputs {names}: pass a list of {n} arrays in "
+                        "that order, or a dict keyed by those names")
+            raise ValueError(f"model '{self.name}' takes {expected}; got {_count_given(x)}")
         out = []
         for t, v in zip(self.inputs, values, strict=True):
             if not isinstance(v, Tensor):

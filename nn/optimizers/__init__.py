@@ -12,6 +12,10 @@ Numerics (the same for every optimizer):
   so ``w + lr*g == w`` once ``w`` is about 2048x larger than ``lr*g``).
 - Every element whose non-zero update left the weight unchanged is counted in
   ``swamped_updates`` (and per variable name in ``swamped_counts``), for every format.
+- Remedies from the literature for pure bf16/fp16 weights (Zamirai et al. 2020), options of
+  every optimizer, off by default: ``update_rounding="stochastic"`` (unbiased rounding of the
+  new weight, drawn from ``seed``) and ``kahan=True`` (compensated summation of the updates in
+  a ``compensation`` slot); see ``nn.optimizers.remedies``.
 
 Two calling conventions share one implementation:
 

@@ -13,14 +13,11 @@ import fpsim
 from nn.engine.checks import count, number
 from nn.engine.formats import resolve_format
 from nn.layers.module import clear_grads  # the one rule, shared with Module.zero_grad
+from nn.optimizers.remedies import needs_rounding as _needs_rounding
+from nn.optimizers.remedies import weight_update
 from nn.optimizers.schedules import LearningRateSchedule
 from nn.optimizers.schedules import deserialize as _deserialize_schedule
 from nn.optimizers.schedules import serialize as _serialize_schedule
-
-
-def _needs_rounding(fmt: Any) -> bool:
-    """True when values of ``fmt`` are a strict subset of the carrier's (fp16, bf16, fp8...)."""
-    return fmt is not None and fmt != fpsim.FP32
 
 
 def _name_of(var: Any) -> str:
@@ -92,15 +89,23 @@ class Optimizer:
     them (epsilon) rounded to it too, as an optimizer whose state is kept in that format:
     in fp16 Adam's epsilon 1e-8 is 0 and a second moment below 2**-24 (a gradient below about
     2**-12) is 0, so the step divides by zero.
+
+    ``update_rounding`` ("nearest_even", the default, or "stochastic", drawn from ``seed``) and
+    ``kahan`` (compensated summation, a ``compensation`` slot) choose how ``w - update`` is
+    written into a weight narrower than its carrier (pure bf16/fp16 weights): see
+    ``nn.optimizers.remedies``.
     """
 
     slot_names: tuple[str, ...] = ()
 
     def __init__(self, learning_rate: float | LearningRateSchedule, *,
                  params: Iterable[Any] | None = None, name: str | None = None,
-                 slot_dtype: str | None = None) -> None:
+                 slot_dtype: str | None = None, update_rounding: str = "nearest_even",
+                 kahan: bool = False, seed: int | None = None) -> None:
         self.name = name or type(self).__name__
         self.slot_dtype, self.slot_format = _slot_format(self.name, slot_dtype)
+        self.weight_update = weight_update(self.name, update_rounding, kahan, seed)
+        self.slot_names = (*self.slot_names, *self.weight_update.slot_names)
         self.learning_rate = learning_rate
         self.iterations = 0
         self.swamped_updates = 0
@@ -232,9 +237,8 @@ class Optimizer:
             slots = self._slots[self._index[id(var)]]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 delta = self._update(g, w, slots, t)
-            new = w - delta
-            if _needs_rounding(getattr(var, "fmt", None)):
-                new = fpsim.round(new, var.fmt)  # one rounding into the variable's format
+            new = self.weight_update.new_value(w, delta, getattr(var, "fmt", None), slots, t,
+                                               self._index[id(var)])
             swamped = int(np.count_nonzero((new == w) & (delta != 0)))
             if swamped:
                 self.swamped_updates += swamped
@@ -297,7 +301,7 @@ class Optimizer:
             _serialize_schedule(rate) if isinstance(rate, LearningRateSchedule) else rate)}
         if self.slot_dtype is not None:
             config["slot_dtype"] = self.slot_dtype
-        return config
+        return config | self.weight_update.config()
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Optimizer:

@@ -28,17 +28,19 @@ class SGD(Optimizer):
     def __init__(self, learning_rate: Any = None, *extra: Any, momentum: float = 0.0,
                  nesterov: bool = False, lr: float | None = None,
                  params: Iterable[Any] | None = None, name: str | None = None,
-                 slot_dtype: str | None = None) -> None:
+                 slot_dtype: str | None = None, update_rounding: str = "nearest_even",
+                 kahan: bool = False, seed: int | None = None) -> None:
         rate, params, _ = learning_rate_args("SGD", learning_rate, lr, params, extra, 0.01, 1e-3)
         self.momentum = number("momentum", momentum, lo=0.0, hi=1.0)
         self.nesterov = bool(nesterov)
         self.slot_names = ("momentum",) if self.momentum > 0 else ()
-        super().__init__(rate, params=params, name=name, slot_dtype=slot_dtype)
+        super().__init__(rate, params=params, name=name, slot_dtype=slot_dtype,
+                         update_rounding=update_rounding, kahan=kahan, seed=seed)
 
     def _update(self, g, w, slots, t):
         c = w.dtype.type
         lr_g = c(self.learning_rate) * g
-        if not self.slot_names:
+        if self.momentum == 0:
             return lr_g
         m = slots["momentum"]
         m *= c(self.momentum)
@@ -73,7 +75,9 @@ class RMSprop(Optimizer):
                  momentum: float = 0.0, epsilon: float = 1e-7, centered: bool = False,
                  lr: float | None = None, alpha: float | None = None, eps: float | None = None,
                  pytorch_epsilon: bool | None = None, params: Iterable[Any] | None = None,
-                 name: str | None = None, slot_dtype: str | None = None) -> None:
+                 name: str | None = None, slot_dtype: str | None = None,
+                 update_rounding: str = "nearest_even", kahan: bool = False,
+                 seed: int | None = None) -> None:
         rate, params, torch_face = learning_rate_args("RMSprop", learning_rate, lr, params, extra,
                                                       0.001, 0.01)
         if torch_face:  # PyTorch's defaults unless the user wrote the argument
@@ -89,7 +93,8 @@ class RMSprop(Optimizer):
         self.pytorch_epsilon = torch_face if pytorch_epsilon is None else bool(pytorch_epsilon)
         self.slot_names = (("velocity",) + (("momentum",) if self.momentum > 0 else ())
                            + (("average_gradient",) if self.centered else ()))
-        super().__init__(rate, params=params, name=name, slot_dtype=slot_dtype)
+        super().__init__(rate, params=params, name=name, slot_dtype=slot_dtype,
+                         update_rounding=update_rounding, kahan=kahan, seed=seed)
 
     def _update(self, g, w, slots, t):
         c = w.dtype.type
@@ -146,7 +151,9 @@ class Adam(Optimizer):
                  beta_2: float = 0.999, epsilon: float = 1e-7, lr: float | None = None,
                  betas: tuple[float, float] | None = None, eps: float | None = None,
                  pytorch_epsilon: bool | None = None, params: Iterable[Any] | None = None,
-                 name: str | None = None, slot_dtype: str | None = None) -> None:
+                 name: str | None = None, slot_dtype: str | None = None,
+                 update_rounding: str = "nearest_even", kahan: bool = False,
+                 seed: int | None = None) -> None:
         rate, params, torch_face = learning_rate_args("Adam", learning_rate, lr, params, extra,
                                                       0.001, 0.001)
         b1_name, b2_name = "beta_1", "beta_2"
@@ -165,7 +172,8 @@ class Adam(Optimizer):
         self.beta_2 = number(b2_name, beta_2, lo=0.0, hi=1.0, hi_open=True)
         self.epsilon = number(eps_name, epsilon, lo=0.0, hi=math.inf)
         self.pytorch_epsilon = torch_face if pytorch_epsilon is None else bool(pytorch_epsilon)
-        super().__init__(rate, params=params, name=name, slot_dtype=slot_dtype)
+        super().__init__(rate, params=params, name=name, slot_dtype=slot_dtype,
+                         update_rounding=update_rounding, kahan=kahan, seed=seed)
 
     def _update(self, g, w, slots, t):
         c = w.dtype.type

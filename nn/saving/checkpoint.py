@@ -28,8 +28,9 @@ belongs to the caller and is not saved (``recipe.state_dict()``: see ``nn.fp8.pe
 ``save`` refuses (ValueError, nothing written) what ``load_model`` could not rebuild: a loss,
 metric or layer whose class is not registered (e.g. a plain function as the loss: the optimizer
 state would be lost with it). ``load_model`` reads and checks everything before it builds
-anything: a truncated, corrupt or foreign file, one whose pieces disagree, or a field out of its
-range (e.g. ``iterations = -1``) raises ``ValueError`` naming it and returns nothing.
+anything: a truncated, corrupt or foreign file, one whose pieces disagree, a field out of its
+range (e.g. ``iterations = -1``) or a weight holding a value outside its variable's format (an
+fp16 weight edited to 0.1) raises ``ValueError`` naming it and returns nothing.
 
 Version 3 (this one) added the fp8 recipe states; version 2 build configs, layer states and
 registry-serialized metrics. Older files are upgraded on load; a version 1 or 2 file of a model
@@ -53,6 +54,7 @@ from nn.engine.checks import count
 from nn.engine.formats import format_name
 from nn.engine.random import restoring
 from nn.engine.registry import LAYERS, LOSSES, METRICS, OPTIMIZERS
+from nn.engine.rounding import round_array
 from nn.fp8.persist import fp8_entries, restore_fp8, stateful_layers
 from nn.layers.base import Layer
 from nn.precision.loss_scale import LossScaleOptimizer
@@ -263,6 +265,25 @@ def _build(config: dict[str, Any]) -> Any:
     return model
 
 
+def _require_in_format(what: str, arr: np.ndarray, fmt: Any) -> None:
+    """Raise ``_Bad`` if a stored value is not a number of ``fmt`` (``save`` writes values that
+    lie in their variable's format, so such a file was edited or corrupted; loading would round
+    it silently). NaN passes where ``fmt`` has a NaN (a diverged model saves and loads as
+    is); in a format without NaN it is refused."""
+    if fmt is None:  # float64: every float64 is in it
+        return
+    rounded = round_array(np.array(arr, copy=True), fmt)
+    nan_ok = fmt.has_nan  # a NaN in a format without one (e2m1) is outside it too
+    same = (rounded == arr) | (np.isnan(rounded) & np.isnan(arr) & nan_ok)
+    if np.all(same):
+        return
+    where = tuple(int(i) for i in np.argwhere(~same)[0])
+    name = format_name(fmt)
+    raise _Bad(f"{what} holds {int((~same).sum())} value(s) outside its format {name}, e.g. "
+               f"{float(arr[where])!r} at index {where} ({name} would hold "
+               f"{float(rounded[where])!r}); the file was edited or corrupted")
+
+
 def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
     model = _build(config)
     if not _is_model(model):
@@ -282,6 +303,7 @@ def _assemble(config: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
             raise _Bad(f"weight {i} is {meta['name']!r} {arr.dtype}{arr.shape} in "
                        f"{meta['format']}, the architecture expects {var.name!r} "
                        f"{var.data.dtype}{var.shape} in {format_name(var.fmt)}")
+        _require_in_format(f"weight {key!r}", arr, var.fmt)
         var.assign(arr)
     layers = _layers(model, by_path)
     for name, state in config["layer_state"].items():

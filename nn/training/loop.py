@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,16 @@ def takes_integer_ids(model: Any) -> bool:
     ``integer_input``): then fit and evaluate accept integer ``x``, as Keras does."""
     layers = getattr(model, "layers", None) or []
     return bool(layers) and bool(getattr(layers[0], "integer_input", False))
+
+
+def single_input(x: Any) -> Any:
+    """``x`` itself, or ``x[0]`` when ``x`` is a one-element list or tuple of an array or
+    Tensor: Keras reads ``[x]`` as the one input of a one-input model (its inputs are a
+    structure), not as a batch of one sample with an extra leading axis. (A list of rows,
+    ``[[1.0, 2.0]]``, is data and stays as it is.)"""
+    if isinstance(x, (list, tuple)) and len(x) == 1 and isinstance(x[0], (np.ndarray, Tensor)):
+        return x[0]
+    return x
 
 
 def as_arrays(x: Any, y: Any, what: str, *, finite: bool = False, integer_x: bool = False
@@ -277,11 +287,15 @@ class Batches:
     def _dataset_batches(self) -> Iterator[tuple[np.ndarray, Any]]:
         for item in self.x:
             pair = isinstance(item, (tuple, list)) and len(item) == 2
+            if pair and isinstance(item[0], (tuple, Mapping)):
+                raise TypeError(f"{self.what}: the dataset's x is a nested structure "
+                                f"({_describe(item[0])}), as for a model with several inputs; "
+                                f"{self.what} feeds one input array per batch")
             if self.inputs_only:
                 yield _inputs(item[0] if pair else item, self.what), None
             elif not pair:
                 raise TypeError(f"{self.what}: a dataset must yield (x, y) batches, got "
-                                f"{type(item).__name__}")
+                                f"{_describe(item)}")
             else:
                 yield as_arrays(item[0], item[1], self.what, finite=self.finite,
                                 integer_x=self.integer_x)
@@ -303,7 +317,17 @@ class Batches:
             yield self.x[idx], (None if self.y is None else self.y[idx])
 
 
+def _describe(item: Any) -> str:
+    """A dataset element's structure in words: ``a tuple of 3``, ``a dict with keys ['a']``."""
+    if isinstance(item, Mapping):
+        return f"a dict with keys {list(item)}"
+    if isinstance(item, (tuple, list)):
+        return f"a {type(item).__name__} of {len(item)}"
+    return type(item).__name__
+
+
 def _inputs(x: Any, what: str) -> np.ndarray:
+    x = single_input(x)
     xa = np.asarray(x.data if isinstance(x, Tensor) else x)
     if xa.ndim < 1 or len(xa) == 0:
         raise ValueError(f"{what}: x must be a non-empty batch, got shape {xa.shape}")

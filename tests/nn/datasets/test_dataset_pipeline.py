@@ -50,7 +50,8 @@ def test_drop_remainder_drops_the_short_batch():
 
 
 def test_mismatched_and_scalar_components_raise_naming_the_shapes():
-    with pytest.raises(ValueError, match=r"same number of samples.*\(10, 2\), \(9,\)"):
+    with pytest.raises(ValueError,
+                       match=r"same number of samples.*\(10, 2\) at \[0\], \(9,\) at \[1\]"):
         Dataset.from_tensor_slices((X, Y[:9]))
     with pytest.raises(ValueError, match="cannot slice a scalar"):
         Dataset.from_tensor_slices((X, np.float32(1.0)))
@@ -211,3 +212,58 @@ def test_keras_load_data_rejects_a_file_without_the_four_arrays(tmp_path):
     np.savez(tmp_path / "bad.npz", x_train=np.zeros((2, 28, 28), np.uint8))
     with pytest.raises(ValueError, match="lacks"):
         mnist.load_data(path=tmp_path / "bad.npz")
+
+
+# ---- nested structures (tf.data's nest: tuples and dicts of tuples and dicts) ---------------
+
+def test_a_dict_of_a_tuple_slices_each_leaf_along_its_own_first_axis():
+    xb = X * 2
+    got = list(Dataset.from_tensor_slices({"a": (X, xb)}))
+    assert len(got) == 10
+    for i, el in enumerate(got):
+        assert list(el) == ["a"] and isinstance(el["a"], tuple) and len(el["a"]) == 2
+        np.testing.assert_array_equal(el["a"][0], X[i])
+        np.testing.assert_array_equal(el["a"][1], xb[i])
+
+
+def test_nested_inputs_and_labels_keep_their_structure_through_shuffle_and_batch():
+    xa, xb = X, -X[:, :1]
+    ds = Dataset.from_tensor_slices(((xa, xb), Y)).shuffle(10, seed=3).batch(4)
+    seen = []
+    for (ba, bb), yb in ds:
+        assert ba.shape[1:] == (2,) and bb.shape[1:] == (1,) and len(ba) == len(bb) == len(yb)
+        np.testing.assert_array_equal(ba, xa[yb])  # each leaf row belongs to its label's sample
+        np.testing.assert_array_equal(bb, xb[yb])
+        seen.extend(int(v) for v in yb)
+    assert sorted(seen) == list(range(10))
+
+
+def test_a_namedtuple_element_is_rebuilt_as_its_own_type():
+    from collections import namedtuple
+    Pair = namedtuple("Pair", ["image", "label"])
+    el = next(iter(Dataset.from_tensor_slices(Pair(X, Y)).batch(2)))
+    assert isinstance(el, Pair) and el.image.shape == (2, 2) and list(el.label) == [0, 1]
+
+
+def test_nested_leaves_with_different_first_dimensions_raise_naming_each_path():
+    with pytest.raises(ValueError, match=r"\(10, 2\) at \[0\]\[0\], \(9, 2\) at \[0\]\[1\], "
+                                         r"\(10,\) at \[1\]"):
+        Dataset.from_tensor_slices(((X, X[:9]), Y))
+    with pytest.raises(ValueError, match=r"cannot slice a scalar.* at \['a'\]\[1\]"):
+        Dataset.from_tensor_slices({"a": (X, np.float32(1.0))})
+
+
+def test_a_structure_without_arrays_is_refused():
+    with pytest.raises(ValueError, match="structure without arrays"):
+        Dataset.from_tensor_slices({"a": ()})
+
+
+def test_fit_on_a_dataset_with_nested_x_names_the_structure_instead_of_misreading_it():
+    model = nn.Sequential([nn.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x = X.astype(np.float32)
+    y = Y.astype(np.float32)[:, None]
+    with pytest.raises(TypeError, match=r"x is a nested structure \(a tuple of 2\)"):
+        model.fit(Dataset.from_tensor_slices(((x, x), y)).batch(4), verbose=0)
+    with pytest.raises(TypeError, match=r"got a dict with keys \['a', 'b'\]"):
+        model.fit(Dataset.from_tensor_slices({"a": x, "b": y}).batch(4), verbose=0)

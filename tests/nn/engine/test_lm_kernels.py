@@ -155,7 +155,7 @@ def test_warmup_compiles_the_transformer_kernels_for_the_types_the_ops_pass():
     dict(tasks())["nn transformer kernels"]()
     for kernel in (_kernels.shift_by_row_max, _kernels.divide_by_row_sum, _kernels.softmax_grad):
         assert len(kernel.signatures) >= 1
-    assert len(_kernels.scatter_add_rows.signatures) >= 2  # float32 and float64 tables
+    assert len(_kernels.scatter_add_rows.signatures) >= 1  # float64 (the embedding gradient)
     before = {k: len(k.signatures) for k in (_kernels.shift_by_row_max, _kernels.softmax_grad,
                                               _kernels.scatter_add_rows)}
     t = nn.Tensor(np.zeros((2, 3, 5), np.float32), requires_grad=True)

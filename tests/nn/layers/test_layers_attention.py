@@ -152,7 +152,7 @@ def test_embedding_looks_up_rows_and_accepts_whole_floats_as_keras_does():
     table = emb.get_weights()[0]
     np.testing.assert_array_equal(y.data, table[idx])
     np.testing.assert_array_equal(emb(idx.astype(np.float32)).data, y.data)
-    with pytest.raises(ValueError, match=r"indices must lie in \[0, 5\), got 5"):
+    with pytest.raises(ValueError, match=r"indices must be whole numbers in \[0, 5\), got 5"):
         emb(np.array([[5]]))
     for bad in (1.5, np.nan, np.inf):
         with pytest.raises(ValueError, match="whole numbers"):

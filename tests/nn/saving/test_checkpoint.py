@@ -17,6 +17,7 @@ import pytest
 from helpers import same_arrays as _same
 from resume import assert_resume_is_bit_identical
 
+import fpsim
 import nn
 
 CE = nn.losses.SparseCategoricalCrossentropy
@@ -377,3 +378,56 @@ def test_a_version_0_file_gets_a_clear_error_naming_the_readable_versions(saved,
 
     with pytest.raises(ValueError, match="version 0; this nn reads versions 1, 2"):
         nn.load_model(_rewrite(saved, tmp_path / "v0.npz", edit_config=old))
+
+
+# --- values outside their variable's format ----------------------------------------
+@pytest.mark.parametrize("policy, outside", [("float16", 0.1), ("bfloat16", 1.0 + 2.0**-10),
+                                             ("float16", 70000.0)])
+def test_a_weight_edited_to_a_value_outside_its_format_is_refused_naming_the_variable(
+        data, tmp_path, policy, outside):
+    model = _model(policy, optimizer="sgd")
+    model.fit(*data, epochs=1, verbose=0)
+    path = tmp_path / "low.npz"
+    model.save(path)
+    with np.load(path) as z:
+        config = json.loads(z["config"].tobytes())
+        weight = z["weight_2"].copy()
+    assert fpsim_round(np.float32(outside), policy) != np.float32(outside)  # the oracle
+    weight.reshape(-1)[3] = outside
+    bad = _rewrite(path, tmp_path / "edited.npz", replace={"weight_2": weight})
+    key = config["weights"][2]["key"]
+    with pytest.raises(ValueError, match=rf"weight '{key}' holds 1 value\(s\) outside its format "
+                                         rf"{policy}, e.g\. {outside!r}"):
+        nn.load_model(bad)
+
+
+def test_a_weight_holding_nan_loads_as_saved_since_its_format_has_nan(data, tmp_path):
+    model = _model("float16", optimizer="sgd")
+    model.fit(*data, epochs=1, verbose=0)
+    path = tmp_path / "low.npz"
+    model.save(path)
+    with np.load(path) as z:
+        weight = z["weight_0"].copy()
+    weight.reshape(-1)[0] = np.nan  # a diverged model is still a faithful checkpoint
+    loaded = nn.load_model(_rewrite(path, tmp_path / "nan.npz", replace={"weight_0": weight}))
+    np.testing.assert_array_equal(loaded.weights[0].data, weight)
+
+
+def fpsim_round(value, fmt):
+    """fpsim's pure-Python rounding (the spec), independent of nn's kernels."""
+    return np.float32(fpsim.round_scalar(float(value), fpsim.get_format(fmt)))
+
+
+def test_a_nan_weight_in_a_format_without_nan_is_refused(tmp_path):
+    with nn.policy_scope("float4_e2m1fn"):  # e2m1 has no NaN code
+        model = nn.Sequential([nn.Dense(3)])
+    model(np.ones((1, 2), np.float32))
+    path = tmp_path / "fp4.npz"
+    model.save(path)
+    with np.load(path) as z:
+        weight = z["weight_0"].copy()
+    weight.reshape(-1)[0] = np.nan
+    bad = _rewrite(path, tmp_path / "nan.npz", replace={"weight_0": weight})
+    with pytest.raises(ValueError, match=r"holds 1 value\(s\) outside its format float4_e2m1fn, "
+                                         r"e\.g\. nan at index \(0, 0\)"):
+        nn.load_model(bad)
