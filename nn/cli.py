@@ -389,13 +389,20 @@ COMPARE_KINDS: dict[str, tuple[frozenset[str], str]] = {
                "--epochs epochs"),
     "experiment": (_RUNS | {"--experiment"},
                    "the table's experiments train for --steps steps per seed"),
+    "torch": (frozenset({"--backend", "--device", "--experiment", "--steps", "--quick",
+                         "--what-if"}),
+              "--backend torch runs one --experiment (or --what-if) from one seed on "
+              "fpsim.torch (no --all, --seeds or --json yet)"),
 }
 
 
 def _compare_kind(args: argparse.Namespace) -> str:
-    """The kind of run ``args`` asks for: the first of --list, --what-if, --all, digits."""
+    """The kind of run ``args`` asks for: the first of --list, --backend torch, --what-if,
+    --all, digits."""
     if args.list:
         return "list"
+    if args.backend == "torch":
+        return "torch"
     if args.what_if:
         return "what-if"
     if args.all:
@@ -477,9 +484,6 @@ def _compare_torch(args: argparse.Namespace) -> None:
     its table."""
     from nn.experiments import torch_backend
 
-    if args.all or args.seeds is not None or args.json:
-        raise ValueError("--backend torch runs one --experiment from one seed (no --all, "
-                         "--seeds or --json yet)")
     steps = args.steps if args.steps is not None else (ex.QUICK_STEPS if args.quick else None)
     if args.what_if:  # the LM of the experiment (or the default one), as _what_if
         config = ex.experiment(args.experiment).config if args.experiment in ex.EXPERIMENTS \
