@@ -3,9 +3,8 @@ interval, per claim the gap to its reference paired by seed, with its interval a
 
 Each seed is one call of the experiment's ``run`` with ``config.seed`` set to it (the seed
 draws the initial weights and the batch order of every variant). Seeds run in parallel
-processes, one per core, each process with ``blas_threads`` BLAS threads (threadpoolctl; ours:
-1, since on a busy machine OpenBLAS's spinning threads cost more than they bring for matrices
-this small); ``blas_threads=None`` leaves BLAS as the environment set it.
+processes, one per core, each process with ``blas_threads`` BLAS threads (``nn.engine.blas``;
+ours: 1); ``blas_threads=None`` leaves BLAS as the environment set it.
 """
 
 from __future__ import annotations
@@ -24,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from nn.engine.blas import BLAS_THREADS, limit_blas
+from nn.engine.blas import blas_thread_count as blas_thread_count  # its old home
 from nn.experiments.intervals import Verdict, claim_verdict, mean_interval, paired_gap
 from nn.experiments.result import ExperimentResult
 from nn.experiments.table import Claim, experiment
-
-BLAS_THREADS = 1  # ours: see the module docstring
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -50,33 +49,6 @@ def parse_seeds(text: str) -> list[int]:
     if len(set(values)) != len(values):
         raise ValueError(f"--seeds lists a seed twice: {text!r}")
     return values
-
-
-def blas_thread_count() -> int | None:
-    """The threads of the BLAS numpy calls (threadpoolctl), or None when none is found (or
-    threadpoolctl is not installed)."""
-    try:
-        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    counts = [int(p["num_threads"]) for p in threadpool_info() if p.get("user_api") == "blas"]
-    return max(counts) if counts else None
-
-
-_LIMITER: Any = None  # keeps the threadpoolctl limit alive in a worker process
-
-
-def limit_blas(threads: int | None) -> int | None:
-    """Limit BLAS to ``threads`` threads for the rest of this process (None: leave it);
-    returns the count now in force."""
-    global _LIMITER
-    if threads is not None:
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # BLAS stays as the environment set it
-            return None
-        _LIMITER = threadpool_limits(limits=threads, user_api="blas")
-    return blas_thread_count()
 
 
 @dataclass
