@@ -20,6 +20,7 @@ from fpsim.atomic import write_bytes
 from fpsim.cli import Command, check_writable, positive_int
 from nn import experiments as ex
 from nn.engine import checks
+from nn.engine.blas import BLAS_THREADS, limit_blas
 from nn.experiments import replay, seeds
 from nn.losses import SparseCategoricalCrossentropy
 
@@ -119,15 +120,16 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the seeds' numbers, intervals and verdicts there (a list "
                              "of objects with --all)")
     parser.add_argument("--what-if", action="store_true",
-                        help="replay steps of one float32 trajectory of the language model "
-                             "(the experiment's configuration when it is one) under each "
-                             "alternative and measure its gradients and update per layer")
+                        help="replay steps of one float32 trajectory of the experiment's "
+                             "model (the language model or the CNN; the language model for "
+                             "the others) under each alternative and measure its gradients "
+                             "and update per layer")
     parser.add_argument("--resume", action="store_true",
                         help="with --all and --json: keep the experiments PATH already holds "
                              "for the same seeds and steps, and run only the others")
     parser.add_argument("--processes", type=positive_int, default=None, metavar="N",
                         help="seeds trained at once, one process each; None: one per core")
-    parser.add_argument("--blas-threads", type=_threads_arg, default=seeds.BLAS_THREADS,
+    parser.add_argument("--blas-threads", type=_threads_arg, default=BLAS_THREADS,
                         metavar="N",
                         help="BLAS threads per process (threadpoolctl; 0: as the environment "
                              "sets them, e.g. OPENBLAS_NUM_THREADS)")
@@ -331,10 +333,10 @@ def replay_table(found: Any) -> str:
 
 
 def _what_if(args: argparse.Namespace) -> None:
-    seeds.limit_blas(args.blas_threads or None)
+    limit_blas(args.blas_threads or None)
     name = args.experiment if args.experiment in ex.EXPERIMENTS else ex.DEFAULT_EXPERIMENT
     config = ex.experiment(name).config
-    if not isinstance(config, ex.LMConfig):
+    if type(config) not in replay.FAMILIES:  # e.g. fp8's MLP: the language model instead
         config = ex.DEFAULT
     if args.steps is not None or args.quick:
         config = config.with_(steps=args.steps if args.steps is not None else ex.QUICK_STEPS)
