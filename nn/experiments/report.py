@@ -57,6 +57,19 @@ def _gap(claim: dict[str, Any]) -> str:
     return f"{claim['gap_mean']:+.4f}{interval}"
 
 
+def _timing(r: dict[str, Any]) -> str | None:
+    """One seed's cost: CPU seconds (all of the seed's process) and wall seconds, with the
+    load the machine had when the experiment finished (None for results without them)."""
+    cpu = [s.get("cpu_time") for s in r["per_seed"]]
+    if not cpu or any(c is None for c in cpu):
+        return None
+    wall = [s["wall_time"] for s in r["per_seed"]]
+    load = r.get("load_average")
+    at = "" if not load else f", load average {load[0]:.1f} (1 min) when it finished"
+    return (f"Time per seed: {sum(cpu) / len(cpu):.0f} s of CPU (most {max(cpu):.0f} s), "
+            f"{sum(wall) / len(wall):.0f} s wall ({r['processes']} seeds at once{at}).")
+
+
 def _replay_line(whatif: dict[str, Any] | None, alternative: str) -> str | None:
     if whatif is None or alternative not in whatif["alternatives"]:
         return None
@@ -127,6 +140,9 @@ def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None,
             ci = "-" if v["ci95"] is None else f"[{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}]"
             lines.append(f"| {v['label']} | {mean} | {ci} | {v['diverged_seeds']} |")
         lines.append("")
+        timing = _timing(r)
+        if timing:
+            lines += [timing, ""]
         for c in r["claims"]:
             lines.append(f"- {c['claim']}: gap {_gap(c)}, **{c['verdict']}** ({c['reason']}).")
         if any(c["verdict"] != SHOWN for c in r["claims"]):

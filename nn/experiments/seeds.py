@@ -65,11 +65,13 @@ class SeedRun:
     wall_time: float
     blas_threads: int | None
     result: ExperimentResult | None = field(default=None, repr=False)
+    cpu_time: float = math.nan  # CPU seconds of the process (all its threads) for this seed
 
     def numbers(self) -> dict[str, Any]:
         """What the results file keeps of this seed."""
         return {"seed": self.seed, "test_loss": {k: _num(v) for k, v in self.test_loss.items()},
-                "nan_step": self.nan_step, "wall_time": round(self.wall_time, 2)}
+                "nan_step": self.nan_step, "wall_time": round(self.wall_time, 2),
+                "cpu_time": _num(round(self.cpu_time, 2))}
 
 
 def run_seed(name: str, config: Any, keep_result: bool = False,
@@ -77,14 +79,15 @@ def run_seed(name: str, config: Any, keep_result: bool = False,
     """Train experiment ``name`` once from ``config`` (its ``seed`` included)."""
     threads = limit_blas(blas_threads)
     entry = experiment(name)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = entry.run(config)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     return SeedRun(
         seed=config.seed, test_loss={r.label: r.test_loss for r in result.runs},
         step_loss={r.label: [float(v) for v in r.history.step_loss] for r in result.runs},
         nan_step={r.label: r.nan_step for r in result.runs}, findings=entry.findings(result),
-        wall_time=wall, blas_threads=threads, result=result if keep_result else None)
+        wall_time=wall, blas_threads=threads, result=result if keep_result else None,
+        cpu_time=cpu)
 
 
 @dataclass
@@ -166,6 +169,7 @@ class SeededResult:
             "per_seed": [r.numbers() for r in self.runs],
             "findings_first_seed": self.runs[0].findings,
             "wall_time": round(self.wall_time, 1), "command": command,
+            "load_average": _load(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": machine(),
         }
@@ -184,6 +188,15 @@ def machine() -> dict[str, Any]:
     return {"platform": platform.platform(), "processor": platform.machine(),
             "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
             "numpy": np.__version__}
+
+
+def _load() -> list[float] | None:
+    """The machine's load average over 1, 5 and 15 minutes now (None where the OS has none):
+    the wall times above mean little without it."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def _num(v: float | None) -> float | None:
@@ -217,7 +230,8 @@ def run_seeds(name: str, seeds: Sequence[int], *, steps: int | None = None,
     def done(run: SeedRun) -> None:
         runs[run.seed] = run
         losses = ", ".join(f"{k} {v:.4f}" for k, v in run.test_loss.items())
-        say(f"  seed {run.seed} done ({len(runs)}/{len(seeds)}, {run.wall_time:.1f} s): "
+        say(f"  seed {run.seed} done ({len(runs)}/{len(seeds)}, {run.wall_time:.1f} s, "
+            f"{run.cpu_time:.1f} s of CPU): "
             f"held-out loss {losses}")
 
     say(f"training seeds {seeds} in {processes} process(es), BLAS threads per process: "

@@ -126,6 +126,21 @@ def test_compare_json_writes_seeds_claims_verdicts_and_its_stamp(tmp_path, capsy
     assert all(s["test_loss"]["Adam, fp16 slots"] is None for s in found["per_seed"])
 
 
+def test_each_seed_records_its_cpu_time_and_the_file_the_load_it_ran_at(tmp_path, capsys):
+    import os
+    import time
+
+    start = time.process_time()
+    found = seeds.run_seeds("adam-state", [5], config=TINY.with_(steps=2), processes=1)
+    spent = time.process_time() - start  # this process's CPU seconds, the seed's among them
+    (run,) = found.runs
+    assert 0 < run.cpu_time <= spent
+    numbers = found.numbers("")
+    assert numbers["per_seed"][0]["cpu_time"] == round(run.cpu_time, 2)
+    assert len(numbers["load_average"]) == 3 and numbers["load_average"][2] == pytest.approx(
+        os.getloadavg()[2], abs=1.0)
+
+
 def test_compare_refuses_seeds_for_the_digits_story(tmp_path, capsys):
     from fpsim.cli import main
 
