@@ -22,6 +22,7 @@ from nn import experiments as ex
 from nn.engine import checks
 from nn.engine.blas import BLAS_THREADS, limit_blas
 from nn.experiments import replay, seeds
+from nn.experiments.result import loss_text
 from nn.losses import SparseCategoricalCrossentropy
 
 
@@ -239,7 +240,7 @@ def _compare_digits(args: argparse.Namespace, out: Path) -> None:
 
 
 def _interval(v: tuple[float, float] | None) -> str:
-    return "-" if v is None else f"[{v[0]:+.4f}, {v[1]:+.4f}]"
+    return "-" if v is None else f"[{loss_text(v[0], True)}, {loss_text(v[1], True)}]"
 
 
 def seeds_table(seeded: seeds.SeededResult) -> str:
@@ -249,13 +250,14 @@ def seeds_table(seeded: seeds.SeededResult) -> str:
               *(f"seed {s}" for s in seeded.seeds))
 
     def num(v: float) -> str:
-        return f"{v:.4f}" if math.isfinite(v) else "nan"
+        return loss_text(v)
 
     rows = []
     for label in seeded.labels:
         interval = seeded.variant_interval(label)
-        rows.append((label, "-" if interval is None else f"{interval[0]:.4f}",
-                     "-" if interval is None else f"[{interval[1]:.4f}, {interval[2]:.4f}]",
+        rows.append((label, "-" if interval is None else loss_text(interval[0]),
+                     "-" if interval is None else (f"[{loss_text(interval[1])}, "
+                                                   f"{loss_text(interval[2])}]"),
                      *(num(v) for v in seeded.losses(label))))
     return _table(header, rows)
 
@@ -266,7 +268,7 @@ def claim_lines(seeded: seeds.SeededResult) -> list[str]:
     lines = []
     for c in seeded.claims():
         v = c.verdict
-        gap = ("" if v.gap_mean is None else f"gap {v.gap_mean:+.4f}, 95% interval "
+        gap = ("" if v.gap_mean is None else f"gap {loss_text(v.gap_mean, True)}, 95% interval "
                f"{_interval(v.gap_ci95)} over {len(c.gaps)} seeds (paired); ")
         lines.append(f"claim: {c.claim.describe()}: {gap}{v.verdict.upper()} ({v.reason})")
     return lines

@@ -47,6 +47,7 @@ from nn.experiments.digits import (
 )
 from nn.experiments.lm import LMConfig, LMRun, build_lm, train_lm
 from nn.experiments.masters import master_weights
+from nn.experiments.reconstruction import ReconstructionConfig, bf16_reconstruction
 from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics import fp32_statistics
 from nn.experiments.stories import (
@@ -83,7 +84,7 @@ __all__ = [
     "CNNConfig", "ExperimentResult", "LMConfig", "LMRun", "adam_state", "bf16_vs_fp16",
     "build_cnn", "build_lm", "master_weights", "master_weights_lm", "fp32_accumulation_lm",
     "fp32_statistics_lm",
-    "train_cnn",
+    "train_cnn", "ReconstructionConfig", "bf16_reconstruction",
     "default_config", "underflow_with_sgd",
     "experiment_names", "findings", "fp32_accumulation", "fp32_statistics",
     "train_lm", "underflow_from_averaging", "warm_up_experiment",

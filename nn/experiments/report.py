@@ -18,6 +18,8 @@ from typing import Any
 from fpsim.atomic import write_bytes
 from nn.experiments.cnn import CNNConfig
 from nn.experiments.intervals import SHOWN
+from nn.experiments.lm import LMConfig
+from nn.experiments.result import loss_text
 from nn.experiments.table import EXPERIMENTS
 
 RESULTS = Path("docs/results/experiments.json")
@@ -52,9 +54,9 @@ MECHANISM: dict[str, dict[str, str]] = {
 def _gap(claim: dict[str, Any]) -> str:
     if claim["gap_mean"] is None:
         return "unbounded: the variant diverged" if claim["diverged_seeds"] else "-"
-    lo, hi = claim["gap_ci95"] or (None, None)
-    interval = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
-    return f"{claim['gap_mean']:+.4f}{interval}"
+    ci = claim["gap_ci95"]
+    interval = "" if ci is None else f" [{loss_text(ci[0], True)}, {loss_text(ci[1], True)}]"
+    return f"{loss_text(claim['gap_mean'], True)}{interval}"
 
 
 def _timing(r: dict[str, Any]) -> str | None:
@@ -80,10 +82,11 @@ def _replay_line(whatif: dict[str, Any] | None, alternative: str) -> str | None:
             f"error {a['update_error']:.2%}, {a['swamped']:.2%} of updates swamped")
 
 
-def _model(name: str) -> str:
-    """The model experiment ``name`` trains, as the replay names it."""
+def _model(name: str) -> str | None:
+    """The model experiment ``name`` trains, as the replay names it (None: one the replay does
+    not follow)."""
     config = EXPERIMENTS[name].config if name in EXPERIMENTS else None
-    return "CNN" if isinstance(config, CNNConfig) else "language model"
+    return {CNNConfig: "CNN", LMConfig: "language model"}.get(type(config))
 
 
 def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None,
@@ -136,8 +139,9 @@ def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None,
                   "| run | mean held-out loss | 95% interval | diverged seeds |",
                   "|---|---|---|---|"]
         for v in r["variants"]:
-            mean = "-" if v["mean"] is None else f"{v['mean']:.4f}"
-            ci = "-" if v["ci95"] is None else f"[{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}]"
+            mean = "-" if v["mean"] is None else loss_text(v["mean"])
+            ci = "-" if v["ci95"] is None else (f"[{loss_text(v['ci95'][0])}, "
+                                                f"{loss_text(v['ci95'][1])}]")
             lines.append(f"| {v['label']} | {mean} | {ci} | {v['diverged_seeds']} |")
         lines.append("")
         timing = _timing(r)
@@ -147,8 +151,8 @@ def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None,
             lines.append(f"- {c['claim']}: gap {_gap(c)}, **{c['verdict']}** ({c['reason']}).")
         if any(c["verdict"] != SHOWN for c in r["claims"]):
             model = _model(r["experiment"])
-            replay_line = _replay_line(replays[model],
-                                       MECHANISM[model].get(r["technique"], ""))
+            replay_line = None if model is None else _replay_line(
+                replays[model], MECHANISM[model].get(r["technique"], ""))
             if replay_line:
                 lines.append(f"- Not shown at this size; the mechanism, measured: {replay_line}.")
             if r["technique"] in PUBLISHED:

@@ -200,8 +200,11 @@ def _load() -> list[float] | None:
 
 
 def _num(v: float | None) -> float | None:
-    """A JSON-safe number: None for a non-finite one, else rounded to 6 decimals."""
-    return None if v is None or not math.isfinite(v) else round(float(v), 6)
+    """A JSON-safe number: None for a non-finite one, else rounded to 6 decimals (6
+    significant digits below 0.1, so a gap of 1e-5 keeps its digits)."""
+    if v is None or not math.isfinite(v):
+        return None
+    return round(float(v), 6) if abs(v) >= 0.1 else float(f"{v:.6g}")
 
 
 def _init_worker(blas_threads: int | None) -> None:
