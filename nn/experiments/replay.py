@@ -46,16 +46,16 @@ START_SCALE = 2.0**15  # a dynamic loss scale's start (Keras's and PyTorch's)
 class Alternative:
     """One way to run a step: its ``policy``, whether its loss is scaled (``scaled``), whether
     its weights are stored in float32 (``masters``; else in the format the model's variables
-    hold), and whether it runs its normalization statistics (``stats``) or its accumulation
-    (``accumulate``) in float16. The model family says where those two sit: the language
-    model's attention softmax and LayerNorms, and its logits layer; the CNN's
-    BatchNormalizations, and its convolutions."""
+    hold), the format of its normalization statistics (``stats``; None: the policy's) and
+    whether it accumulates in float16 (``accumulate``). The model family says where those two
+    sit: the language model's attention softmax and LayerNorms, and its logits layer; the
+    CNN's BatchNormalizations, and its convolutions."""
 
     name: str
     policy: str
     scaled: bool
     masters: bool = True
-    stats: bool = False
+    stats: str | None = None
     accumulate: bool = False
 
 
@@ -71,13 +71,13 @@ class Family:
 
 
 def _lm(config: LMConfig, alt: Alternative) -> Any:
-    return build_lm(config, alt.policy, stats_dtype="float16" if alt.stats else None,
+    return build_lm(config, alt.policy, stats_dtype=alt.stats,
                     accumulator="float16" if alt.accumulate else None,
                     accumulate_in=("logits",))
 
 
 def _cnn(config: CNNConfig, alt: Alternative) -> Any:
-    return build_cnn(config, alt.policy, stats_dtype="float16" if alt.stats else None,
+    return build_cnn(config, alt.policy, stats_dtype=alt.stats,
                      accumulator="float16" if alt.accumulate else None)
 
 
@@ -88,8 +88,10 @@ def _alternatives(accumulation: str) -> tuple[Alternative, ...]:
         Alternative("scaled fp16", "mixed_float16", True),
         Alternative(f"fp16 accumulation ({accumulation})", "mixed_float16", True,
                     accumulate=True),
-        Alternative("fp16 statistics", "mixed_float16", True, stats=True),
-        Alternative("fp16 weights, no masters", "float16", True, masters=False),
+        Alternative("fp16 statistics", "mixed_float16", True, stats="float16"),
+        # the weights' format the only change: statistics in fp32 as under mixed_float16
+        Alternative("fp16 weights, no masters", "float16", True, masters=False,
+                    stats="float32"),
         Alternative("bf16", "mixed_bfloat16", False),
         Alternative("fp8 delayed scaling", "fp8_hybrid_delayed", False),
     )

@@ -122,6 +122,15 @@ def test_fp16_accumulation_in_the_convolutions_adds_error_to_their_gradients(fou
     assert found_cnn.mean("unscaled fp16", "swamped") == 0.0
 
 
+def test_without_masters_only_the_weights_storage_changes_not_the_gradients(found_cnn):
+    # the oracle is the scaled mixed_float16 step: same fp16 compute, fp32 statistics in
+    # both; only where the update is stored differs (fp16 weights swamp small updates)
+    pure, mixed = "fp16 weights, no masters", "scaled fp16"
+    assert found_cnn.mean(pure, "cosine") == pytest.approx(found_cnn.mean(mixed, "cosine"),
+                                                           abs=1e-5)
+    assert found_cnn.mean(pure, "update_error") > found_cnn.mean(mixed, "update_error")
+
+
 def test_replay_refuses_an_alternative_of_the_other_model_and_an_unknown_config():
     with pytest.raises(ValueError, match=r"alternatives must be among .* for the CNN.*"
                                          r"'fp16 accumulation \(logits\)'"):
