@@ -114,7 +114,9 @@ def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None,
     if first is not None:
         lines += [
             f"Results file: `docs/results/experiments.json`, written by `{first['command']}` "
-            f"on {first['date']}, {first['machine']['platform']}, "
+            f"(with `--resume`, which keeps the experiments the file holds: each entry carries "
+            f"its own date, from {min(r['date'] for r in results)} to "
+            f"{max(r['date'] for r in results)}), {first['machine']['platform']}, "
             f"{first['machine']['cpu_count']} cores, {first['processes']} processes with "
             f"{first['blas_threads']} BLAS thread(s) each.",
             "",

@@ -26,7 +26,7 @@ import numpy as np
 from nn.engine.blas import BLAS_THREADS, limit_blas
 from nn.engine.blas import blas_thread_count as blas_thread_count  # its old home
 from nn.experiments.intervals import Verdict, claim_verdict, mean_interval, paired_gap
-from nn.experiments.result import ExperimentResult
+from nn.experiments.result import ExperimentResult, loss_text
 from nn.experiments.table import Claim, experiment
 
 
@@ -232,7 +232,7 @@ def run_seeds(name: str, seeds: Sequence[int], *, steps: int | None = None,
 
     def done(run: SeedRun) -> None:
         runs[run.seed] = run
-        losses = ", ".join(f"{k} {v:.4f}" for k, v in run.test_loss.items())
+        losses = ", ".join(f"{k} {loss_text(v)}" for k, v in run.test_loss.items())
         say(f"  seed {run.seed} done ({len(runs)}/{len(seeds)}, {run.wall_time:.1f} s, "
             f"{run.cpu_time:.1f} s of CPU): "
             f"held-out loss {losses}")
