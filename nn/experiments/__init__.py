@@ -13,6 +13,11 @@ return the measured numbers (dataclasses; nothing is printed here).
   ``fp32_statistics`` (``statistics``) and ``fp32_accumulation`` (``accumulation``), each with
   a language-model version named ``..._lm``.
 - ``seeds``: an experiment trained from several seeds, its intervals and verdicts.
+- ``reconstruction``: bf16 against float32 and fp16 on a per-pixel reconstruction (an MLP
+  autoencoder on the digits), a task that asks for more than bf16's 8 bits.
+- ``replay``: the what-if replay of one float32 trajectory (the language model or the CNN).
+- ``progress``: every experiment function takes ``progress=True`` for one bar per variant,
+  e.g. ``ex.fp32_statistics(progress=True)``.
 """
 
 from nn.experiments.accumulation import fp32_accumulation
