@@ -94,7 +94,8 @@ def test_a_seed_draws_the_weights_and_batches_and_the_claims_gaps_are_paired_by_
     assert claim.verdict.gap_mean == mean and claim.verdict.gap_ci95 == (lo, hi)
     numbers = found.numbers("fpsim compare --experiment bf16 --seeds 3")
     json.dumps(numbers, allow_nan=False)  # strict JSON: no NaN, no inf
-    assert numbers["claims"][0]["gap_ci95"] == [round(lo, 6), round(hi, 6)]
+    # kept to 6 decimals, or 6 significant digits below 0.1
+    assert numbers["claims"][0]["gap_ci95"] == pytest.approx([lo, hi], rel=1e-5, abs=1e-6)
 
 
 def test_seeds_in_parallel_processes_give_the_numbers_of_one_process():
