@@ -20,7 +20,9 @@ from fpsim.atomic import write_bytes
 from fpsim.cli import Command, check_writable, positive_int
 from nn import experiments as ex
 from nn.engine import checks
+from nn.engine.blas import BLAS_THREADS, limit_blas
 from nn.experiments import replay, seeds
+from nn.experiments.result import loss_text
 from nn.losses import SparseCategoricalCrossentropy
 
 
@@ -119,15 +121,16 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the seeds' numbers, intervals and verdicts there (a list "
                              "of objects with --all)")
     parser.add_argument("--what-if", action="store_true",
-                        help="replay steps of one float32 trajectory of the language model "
-                             "(the experiment's configuration when it is one) under each "
-                             "alternative and measure its gradients and update per layer")
+                        help="replay steps of one float32 trajectory of the experiment's "
+                             "model (the language model or the CNN; the language model for "
+                             "the others) under each alternative and measure its gradients "
+                             "and update per layer")
     parser.add_argument("--resume", action="store_true",
                         help="with --all and --json: keep the experiments PATH already holds "
                              "for the same seeds and steps, and run only the others")
     parser.add_argument("--processes", type=positive_int, default=None, metavar="N",
                         help="seeds trained at once, one process each; None: one per core")
-    parser.add_argument("--blas-threads", type=_threads_arg, default=seeds.BLAS_THREADS,
+    parser.add_argument("--blas-threads", type=_threads_arg, default=BLAS_THREADS,
                         metavar="N",
                         help="BLAS threads per process (threadpoolctl; 0: as the environment "
                              "sets them, e.g. OPENBLAS_NUM_THREADS)")
@@ -242,7 +245,7 @@ def _compare_digits(args: argparse.Namespace, out: Path) -> None:
 
 
 def _interval(v: tuple[float, float] | None) -> str:
-    return "-" if v is None else f"[{v[0]:+.4f}, {v[1]:+.4f}]"
+    return "-" if v is None else f"[{loss_text(v[0], True)}, {loss_text(v[1], True)}]"
 
 
 def seeds_table(seeded: seeds.SeededResult) -> str:
@@ -252,13 +255,14 @@ def seeds_table(seeded: seeds.SeededResult) -> str:
               *(f"seed {s}" for s in seeded.seeds))
 
     def num(v: float) -> str:
-        return f"{v:.4f}" if math.isfinite(v) else "nan"
+        return loss_text(v)
 
     rows = []
     for label in seeded.labels:
         interval = seeded.variant_interval(label)
-        rows.append((label, "-" if interval is None else f"{interval[0]:.4f}",
-                     "-" if interval is None else f"[{interval[1]:.4f}, {interval[2]:.4f}]",
+        rows.append((label, "-" if interval is None else loss_text(interval[0]),
+                     "-" if interval is None else (f"[{loss_text(interval[1])}, "
+                                                   f"{loss_text(interval[2])}]"),
                      *(num(v) for v in seeded.losses(label))))
     return _table(header, rows)
 
@@ -269,7 +273,7 @@ def claim_lines(seeded: seeds.SeededResult) -> list[str]:
     lines = []
     for c in seeded.claims():
         v = c.verdict
-        gap = ("" if v.gap_mean is None else f"gap {v.gap_mean:+.4f}, 95% interval "
+        gap = ("" if v.gap_mean is None else f"gap {loss_text(v.gap_mean, True)}, 95% interval "
                f"{_interval(v.gap_ci95)} over {len(c.gaps)} seeds (paired); ")
         lines.append(f"claim: {c.claim.describe()}: {gap}{v.verdict.upper()} ({v.reason})")
     return lines
@@ -336,10 +340,10 @@ def replay_table(found: Any) -> str:
 
 
 def _what_if(args: argparse.Namespace) -> None:
-    seeds.limit_blas(args.blas_threads or None)
+    limit_blas(args.blas_threads or None)
     name = args.experiment if args.experiment in ex.EXPERIMENTS else ex.DEFAULT_EXPERIMENT
     config = ex.experiment(name).config
-    if not isinstance(config, ex.LMConfig):
+    if type(config) not in replay.FAMILIES:  # e.g. fp8's MLP: the language model instead
         config = ex.DEFAULT
     if args.steps is not None or args.quick:
         config = config.with_(steps=args.steps if args.steps is not None else ex.QUICK_STEPS)

@@ -13,6 +13,11 @@ return the measured numbers (dataclasses; nothing is printed here).
   ``fp32_statistics`` (``statistics``) and ``fp32_accumulation`` (``accumulation``), each with
   a language-model version named ``..._lm``.
 - ``seeds``: an experiment trained from several seeds, its intervals and verdicts.
+- ``reconstruction``: bf16 against float32 and fp16 on a per-pixel reconstruction (an MLP
+  autoencoder on the digits), a task that asks for more than bf16's 8 bits.
+- ``replay``: the what-if replay of one float32 trajectory (the language model or the CNN).
+- ``progress``: every experiment function takes ``progress=True`` for one bar per variant,
+  e.g. ``ex.fp32_statistics(progress=True)``.
 """
 
 from nn.experiments.accumulation import fp32_accumulation
@@ -47,6 +52,7 @@ from nn.experiments.digits import (
 )
 from nn.experiments.lm import LMConfig, LMRun, build_lm, train_lm
 from nn.experiments.masters import master_weights
+from nn.experiments.reconstruction import ReconstructionConfig, bf16_reconstruction
 from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics import fp32_statistics
 from nn.experiments.stories import (
@@ -83,7 +89,7 @@ __all__ = [
     "CNNConfig", "ExperimentResult", "LMConfig", "LMRun", "adam_state", "bf16_vs_fp16",
     "build_cnn", "build_lm", "master_weights", "master_weights_lm", "fp32_accumulation_lm",
     "fp32_statistics_lm",
-    "train_cnn",
+    "train_cnn", "ReconstructionConfig", "bf16_reconstruction",
     "default_config", "underflow_with_sgd",
     "experiment_names", "findings", "fp32_accumulation", "fp32_statistics",
     "train_lm", "underflow_from_averaging", "warm_up_experiment",

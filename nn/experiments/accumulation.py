@@ -24,6 +24,7 @@ import fpsim
 import nn
 from nn import layers
 from nn.engine.tensor import Tensor
+from nn.experiments import progress
 from nn.experiments.cnn import CNNConfig, build_cnn, data_for, train_cnn
 from nn.experiments.result import ExperimentResult
 from nn.functions.conv import patches
@@ -35,8 +36,10 @@ SPREAD_SEEDS = (1, 2)  # the pair trained again on these seeds (extra["spread"])
 LOSS_SCALE = 2.0**15  # the dynamic loss scale's start: the gradients the first step sums
 
 
+@progress.option
 def fp32_accumulation(config: CNNConfig = ACCUMULATION_DEFAULT,
-                      spread_seeds: tuple[int, ...] = SPREAD_SEEDS) -> ExperimentResult:
+                      spread_seeds: tuple[int, ...] = SPREAD_SEEDS, *,
+                      progress: bool = False) -> ExperimentResult:
     """Train the CNN with fp32 and with fp16 accumulation in its convolutions (see the module
     docstring). ``extra``:
 

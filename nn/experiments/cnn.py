@@ -29,6 +29,7 @@ import nn
 from fpsim.monitor import Monitor
 from nn import layers
 from nn.datasets import load_digits
+from nn.experiments import progress
 from nn.experiments.lm import LMRun, final_loss, first_nonfinite_step
 from nn.losses import SparseCategoricalCrossentropy
 
@@ -137,8 +138,10 @@ class StepProbe:
     given, the overflow events that step made at each monitor site (``overflows[k]``)."""
 
     def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int, model: Any,
-                 monitor: Monitor | None = None) -> None:
+                 monitor: Monitor | None = None, tick: Callable[[], Any] = lambda: None
+                 ) -> None:
         self.x, self.y, self.batch_size = x, y, batch_size
+        self.tick = tick  # called after each step (a progress bar's)
         self.model = model
         self.norms = batch_norms(model)
         self.monitor = monitor
@@ -147,6 +150,7 @@ class StepProbe:
         self._seen: dict[str, tuple[int, int]] = {}
 
     def _record(self) -> None:
+        self.tick()
         self.dead.append([int(np.count_nonzero(~np.isfinite(b.moving_variance.data)))
                           for b in self.norms])
         if self.monitor is None:
@@ -191,8 +195,9 @@ def train_cnn(label: str, config: CNNConfig, policy: str, *, stats_dtype: str | 
                   metrics=["accuracy"])
     start = time.perf_counter()
     monitor = fpsim.monitor() if watch else None
-    probe = StepProbe(x, y, config.batch_size, model, monitor)
-    with monitor if monitor is not None else contextlib.nullcontext():
+    with (progress.variant_bar(label, -(-len(x) // config.batch_size)) as tick,
+          monitor if monitor is not None else contextlib.nullcontext()):
+        probe = StepProbe(x, y, config.batch_size, model, monitor, tick)
         history = model.fit(probe, epochs=1, verbose=0, loss_scale=loss_scale,
                             telemetry=False)
     with np.errstate(all="ignore"):  # a dead channel evaluates through inf statistics

@@ -33,7 +33,9 @@ import numpy as np
 
 import nn
 from nn.engine.checks import count
+from nn.experiments import progress
 from nn.experiments.lm import LMRun, final_loss, first_nonfinite_step
+from nn.experiments.progress import variant_bar
 from nn.experiments.result import ExperimentResult
 from nn.losses import SparseCategoricalCrossentropy
 
@@ -159,14 +161,28 @@ class Fp8Config:
 FP8_DEFAULT = Fp8Config()
 
 
-def fp8_recipes(config: Fp8Config = FP8_DEFAULT) -> ExperimentResult:
+@progress.option
+def fp8_recipes(config: Fp8Config = FP8_DEFAULT, *, progress: bool = False
+                ) -> ExperimentResult:
     """Every policy of ``config`` trained from ``config.seed``, as an ``ExperimentResult``
-    (its runs labelled by policy)."""
+    (its runs labelled by policy). ``progress``: one bar over the variants (a run is one
+    ``fit`` of its pass, too short to tick by step)."""
     data, vocab = make_data(config.tokens)
     runs = []
-    for policy in config.policies:
-        found, history = _fit_policy(policy, data, vocab, config.seed)
-        runs.append(LMRun(
+    with variant_bar("fp8 variants", len(config.policies), unit="variant") as tick:
+        for policy in config.policies:
+            found, history = _fit_policy(policy, data, vocab, config.seed)
+            tick()
+            runs.append(_run(policy, found, history))
+    return ExperimentResult(
+        "fp8", "fp8 with per-tensor or block scaling vs plain e4m3fn (no scaling)", config,
+        "the per-token mean loss: logit gradients near (1/vocab)/batch, far below e4m3fn's "
+        "smallest subnormal 2^-9", runs)
+
+
+def _run(policy: str, found: Fp8Result, history: Any) -> LMRun:
+    return (
+        LMRun(
             label=policy, policy=policy,
             test_loss=found.test_loss if math.isfinite(found.test_loss) else math.nan,
             final_loss=final_loss(history), activation_underflow=0.0,
@@ -175,10 +191,6 @@ def fp8_recipes(config: Fp8Config = FP8_DEFAULT) -> ExperimentResult:
             skipped_steps=history.skipped_steps, final_loss_scale=None,
             nan_step=first_nonfinite_step(history), wall_time=found.seconds, history=history,
             telemetry=False))
-    return ExperimentResult(
-        "fp8", "fp8 with per-tensor or block scaling vs plain e4m3fn (no scaling)", config,
-        "the per-token mean loss: logit gradients near (1/vocab)/batch, far below e4m3fn's "
-        "smallest subnormal 2^-9", runs)
 
 
 def fp8_findings(r: ExperimentResult) -> list[str]:

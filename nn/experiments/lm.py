@@ -22,6 +22,7 @@ import numpy as np
 import nn
 from nn import layers
 from nn.datasets import text
+from nn.experiments import progress
 from nn.functions.accumulate import accumulator_format
 from nn.losses import SparseCategoricalCrossentropy
 from nn.models.model import Model
@@ -174,9 +175,14 @@ def train_lm(label: str, config: LMConfig, policy: str, optimizer: Any, *,
     model = build_lm(config, policy) if model is None else model
     model.compile(optimizer, SparseCategoricalCrossentropy(from_logits=True))
     start = time.perf_counter()
-    history = model.fit(x, y, batch_size=config.batch_size, epochs=1, shuffle=False,
-                        verbose=0, loss_scale=loss_scale,
-                        telemetry=telemetry)
+    with progress.variant_bar(label, len(x) // config.batch_size) as tick:
+        if progress.shown():  # the same batches, handed out one by one to tick the bar
+            history = model.fit(progress.TickingBatches(x, y, config.batch_size, tick),
+                                epochs=1, verbose=0, loss_scale=loss_scale,
+                                telemetry=telemetry)
+        else:
+            history = model.fit(x, y, batch_size=config.batch_size, epochs=1, shuffle=False,
+                                verbose=0, loss_scale=loss_scale, telemetry=telemetry)
     with np.errstate(all="ignore"):  # a diverged run evaluates to NaN, reported as such
         scores = model.evaluate(x_test, y_test, batch_size=256, verbose=0, return_dict=True)
     assert isinstance(scores, dict)

@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 import fpsim
+from nn.experiments import progress
 from nn.experiments.cnn import CNNConfig, train_cnn
 from nn.experiments.result import ExperimentResult
 
@@ -34,8 +35,10 @@ def swamp_threshold(step: float) -> float:
     return 2.0 ** (math.floor(math.log2(step)) + fpsim.FP16.precision + 1)
 
 
+@progress.option
 def master_weights(config: CNNConfig = MASTER_DEFAULT,
-                       spread_seeds: tuple[int, ...] = SPREAD_SEEDS) -> ExperimentResult:
+                   spread_seeds: tuple[int, ...] = SPREAD_SEEDS, *,
+                   progress: bool = False) -> ExperimentResult:
     """Train the CNN with fp32 master weights and with pure fp16 weights (see the module
     docstring). ``extra``:
 

@@ -1,7 +1,8 @@
 """What-if replay: a technique's mechanism measured on real training states, without chaos.
 
 Comparing two training runs mixes a technique's effect with chaos (two trajectories drift apart
-whatever the cause). ``replay`` trains one reference trajectory in float32 and, at chosen
+whatever the cause). ``replay`` trains one reference trajectory in float32 (the language model
+of ``nn.experiments.lm`` or the CNN of ``nn.experiments.cnn``) and, at chosen
 steps, replays that very step (the same weights, the same batch, the same optimizer state)
 under each alternative, measuring its gradients and update against the float32 replay of the
 same step, per layer:
@@ -32,7 +33,10 @@ import numpy as np
 
 import fpsim
 import nn
-from nn.experiments.lm import LMConfig, build_lm, data_for
+from nn.experiments.cnn import CNNConfig, build_cnn
+from nn.experiments.cnn import data_for as cnn_data_for
+from nn.experiments.lm import LMConfig, build_lm
+from nn.experiments.lm import data_for as lm_data_for
 from nn.losses import SparseCategoricalCrossentropy
 
 START_SCALE = 2.0**15  # a dynamic loss scale's start (Keras's and PyTorch's)
@@ -40,29 +44,74 @@ START_SCALE = 2.0**15  # a dynamic loss scale's start (Keras's and PyTorch's)
 
 @dataclass(frozen=True)
 class Alternative:
-    """One way to run a step: ``build(config)`` makes its model (weights are then set from
-    the reference), ``scaled`` says whether its loss is scaled, ``masters`` whether its
-    weights are stored in float32 (else in the format the model's variables hold)."""
+    """One way to run a step: its ``policy``, whether its loss is scaled (``scaled``), whether
+    its weights are stored in float32 (``masters``; else in the format the model's variables
+    hold), the format of its normalization statistics (``stats``; None: the policy's) and
+    whether it accumulates in float16 (``accumulate``). The model family says where those two
+    sit: the language model's attention softmax and LayerNorms, and its logits layer; the
+    CNN's BatchNormalizations, and its convolutions."""
 
     name: str
-    build: Callable[[LMConfig], Any]
+    policy: str
     scaled: bool
     masters: bool = True
+    stats: str | None = None
+    accumulate: bool = False
 
 
-ALTERNATIVES: dict[str, Alternative] = {a.name: a for a in (
-    Alternative("float32", lambda c: build_lm(c, "float32"), False),
-    Alternative("unscaled fp16", lambda c: build_lm(c, "mixed_float16"), False),
-    Alternative("scaled fp16", lambda c: build_lm(c, "mixed_float16"), True),
-    Alternative("fp16 accumulation (logits)", lambda c: build_lm(
-        c, "mixed_float16", accumulator="float16", accumulate_in=("logits",)), True),
-    Alternative("fp16 statistics", lambda c: build_lm(c, "mixed_float16", stats_dtype="float16"),
-                True),
-    Alternative("fp16 weights, no masters", lambda c: build_lm(c, "float16"), True, False),
-    Alternative("bf16", lambda c: build_lm(c, "mixed_bfloat16"), False),
-    Alternative("fp8 delayed scaling", lambda c: build_lm(c, "fp8_hybrid_delayed"), False),
-)}
+@dataclass(frozen=True)
+class Family:
+    """A model the replay can follow: its configuration type, how to build it under an
+    alternative, its training data, and the alternatives it is replayed under (in order)."""
+
+    name: str
+    build: Callable[[Any, Alternative], Any]
+    data: Callable[[Any], Any]
+    alternatives: tuple[Alternative, ...]
+
+
+def _lm(config: LMConfig, alt: Alternative) -> Any:
+    return build_lm(config, alt.policy, stats_dtype=alt.stats,
+                    accumulator="float16" if alt.accumulate else None,
+                    accumulate_in=("logits",))
+
+
+def _cnn(config: CNNConfig, alt: Alternative) -> Any:
+    return build_cnn(config, alt.policy, stats_dtype=alt.stats,
+                     accumulator="float16" if alt.accumulate else None)
+
+
+def _alternatives(accumulation: str) -> tuple[Alternative, ...]:
+    return (
+        Alternative("float32", "float32", False),
+        Alternative("unscaled fp16", "mixed_float16", False),
+        Alternative("scaled fp16", "mixed_float16", True),
+        Alternative(f"fp16 accumulation ({accumulation})", "mixed_float16", True,
+                    accumulate=True),
+        Alternative("fp16 statistics", "mixed_float16", True, stats="float16"),
+        # the weights' format the only change: statistics in fp32 as under mixed_float16
+        Alternative("fp16 weights, no masters", "float16", True, masters=False,
+                    stats="float32"),
+        Alternative("bf16", "mixed_bfloat16", False),
+        Alternative("fp8 delayed scaling", "fp8_hybrid_delayed", False),
+    )
+
+
+FAMILIES: dict[type, Family] = {
+    LMConfig: Family("language model", _lm, lm_data_for, _alternatives("logits")),
+    CNNConfig: Family("CNN", _cnn, cnn_data_for, _alternatives("convolutions")),
+}
+REFERENCE = Alternative("float32", "float32", False)  # the trajectory followed
+ALTERNATIVES: dict[str, Alternative] = {a.name: a for a in FAMILIES[LMConfig].alternatives}
 REPLAY_STEPS = (0, 50, 149)  # ours: the first step, one in the middle, the last of 150
+
+
+def family(config: Any) -> Family:
+    """The model family ``config`` (an LMConfig or a CNNConfig) configures."""
+    if type(config) not in FAMILIES:
+        raise TypeError(f"replay: config must be one of {[t.__name__ for t in FAMILIES]}, "
+                        f"got {type(config).__name__}")
+    return FAMILIES[type(config)]
 
 
 @dataclass
@@ -86,7 +135,7 @@ class StepReplay:
 
 @dataclass
 class Replay:
-    config: LMConfig
+    config: Any  # an LMConfig or a CNNConfig
     steps: list[int]
     replays: list[StepReplay] = field(default_factory=list)
 
@@ -103,6 +152,7 @@ class Replay:
     def numbers(self) -> dict[str, Any]:
         """JSON-ready: per alternative, the totals averaged over the steps and per step."""
         out: dict[str, Any] = {"config": self.config.describe(), "steps": self.steps,
+                               "model": family(self.config).name,
                                "alternatives": {}}
         for name in self.alternatives():
             rows = [r for r in self.replays if r.alternative == name]
@@ -166,15 +216,11 @@ def _updates(optimizer: Any, variables: list[Any], grads: list[np.ndarray],
              ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(update before storing, update applied to the stored weight) per variable: the
     optimizer's own formula from a copy of its state for each variable."""
-    t = optimizer.iterations + 1
     deltas, applied = [], []
     for var, g, w, fmt in zip(variables, grads, weights, formats, strict=True):
-        # the optimizer's update rule on a copy of its state (it exposes no public "what
-        # would this gradient do" call; nn's optimizers are the place for one)
-        slots = {k: v.copy() for k, v in optimizer._slots[optimizer._index[id(var)]].items()}
         w32 = w.astype(np.float32)
+        delta = optimizer.preview_update(var, g.astype(np.float32), weight=w32)
         with np.errstate(all="ignore"):
-            delta = optimizer._update(g.astype(np.float32), w32.copy(), slots, t)
             new = w32 - delta
             if fmt is not None:
                 new = fpsim.round(new, fmt)
@@ -187,29 +233,32 @@ def _layer_of(name: str) -> str:
     return name.rsplit("/", 1)[0]
 
 
-def replay(config: LMConfig | None = None, steps: Sequence[int] = REPLAY_STEPS,
+def replay(config: Any = None, steps: Sequence[int] = REPLAY_STEPS,
            alternatives: Sequence[str] | None = None,
            progress: Callable[[str], None] | None = None) -> Replay:
-    """Train the language model in float32 (``config``, default ``LMConfig()``) and, at each
-    step in ``steps`` (before that step's update), replay the step under every alternative
-    (default all of ``ALTERNATIVES``). Returns the per-layer numbers of every replay."""
+    """Train the model ``config`` configures (an LMConfig or a CNNConfig; default
+    ``LMConfig()``) in float32 and, at each step in ``steps`` (before that step's update),
+    replay the step under every alternative (default all of its family's). Returns the
+    per-layer numbers of every replay."""
     config = LMConfig() if config is None else config
-    names = list(ALTERNATIVES if alternatives is None else alternatives)
-    unknown = [n for n in names if n not in ALTERNATIVES]
+    kind = family(config)
+    known = {a.name: a for a in kind.alternatives}
+    names = list(known if alternatives is None else alternatives)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"replay: alternatives must be among {list(ALTERNATIVES)}, got "
-                         f"{unknown}")
+        raise ValueError(f"replay: alternatives must be among {list(known)} for the "
+                         f"{kind.name}, got {unknown}")
     wanted = sorted(set(int(s) for s in steps))
     if not wanted or wanted[0] < 0 or wanted[-1] >= config.steps:
         raise ValueError(f"replay: steps must lie in 0..{config.steps - 1} (config.steps "
                          f"{config.steps}), got {list(steps)}")
     say = progress or (lambda line: None)
-    (x, y), _ = data_for(config)
+    (x, y), _ = kind.data(config)
     b = config.batch_size
-    reference = build_lm(config, "float32")
+    reference = kind.build(config, REFERENCE)
     optimizer = config.make_optimizer()
     reference.compile(optimizer, SparseCategoricalCrossentropy(from_logits=True))
-    models = {n: ALTERNATIVES[n].build(config) for n in names}
+    models = {n: kind.build(config, known[n]) for n in names}
     variables = reference.trainable_variables
     layer_names = [_layer_of(str(v.name)) for v in variables]
     found = Replay(config, wanted)
@@ -226,7 +275,7 @@ def replay(config: LMConfig | None = None, steps: Sequence[int] = REPLAY_STEPS,
         g_ref = _gradients(reference, xb, yb, 1.0)
         d_ref, a_ref = _updates(optimizer, variables, g_ref, weights, [None] * len(weights))
         for name in names:
-            alt, model = ALTERNATIVES[name], models[name]
+            alt, model = known[name], models[name]
             model.set_weights(reference.get_weights())
             grads, scale = _scaled_gradients(model, xb, yb, alt.scaled)
             formats = [None if alt.masters else getattr(v, "fmt", None)

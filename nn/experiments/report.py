@@ -2,7 +2,9 @@
 
 Every number on the page is formatted here from ``docs/results/experiments.json`` (written by
 ``fpsim compare --all --seeds 5 --json docs/results/experiments.json``) and
-``docs/results/whatif.json`` (``fpsim compare --what-if --json docs/results/whatif.json``);
+``docs/results/whatif.json`` and ``whatif_cnn.json`` (``fpsim compare --what-if --experiment
+adam-state --json docs/results/whatif.json``, ``... --experiment statistics --json
+docs/results/whatif_cnn.json``);
 nothing is typed by hand, and a test regenerates the page and compares.
 """
 
@@ -14,11 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from fpsim.atomic import write_bytes
+from nn.experiments.cnn import CNNConfig
 from nn.experiments.intervals import SHOWN
+from nn.experiments.lm import LMConfig
+from nn.experiments.result import loss_text
 from nn.experiments.table import EXPERIMENTS
 
 RESULTS = Path("docs/results/experiments.json")
-WHATIF = Path("docs/results/whatif.json")
+WHATIF = Path("docs/results/whatif.json")  # the language model's replay
+WHATIF_CNN = Path("docs/results/whatif_cnn.json")  # the CNN's replay
 PAGE = Path("docs/experiments.md")
 
 # where a technique's loss effect is shown at a published scale (quoted when ours is not)
@@ -31,23 +37,39 @@ PUBLISHED: dict[str, str] = {
     "fp32 accumulation": "Micikevicius et al. 2018, section 3.3 (arithmetic precision): "
                          "fp16 products accumulated into fp32",
 }
-# the replay alternative that shows each technique's mechanism
-MECHANISM: dict[str, str] = {
+# the replay alternative that shows each technique's mechanism, per replayed model
+_COMMON = {
     "loss scaling": "unscaled fp16",
     "fp32 master weights": "fp16 weights, no masters",
     "fp32 statistics": "fp16 statistics",
     "fp32 softmax and statistics": "fp16 statistics",
-    "fp32 accumulation": "fp16 accumulation (logits)",
     "bf16 vs fp16": "bf16",
+}
+MECHANISM: dict[str, dict[str, str]] = {
+    "language model": {**_COMMON, "fp32 accumulation": "fp16 accumulation (logits)"},
+    "CNN": {**_COMMON, "fp32 accumulation": "fp16 accumulation (convolutions)"},
 }
 
 
 def _gap(claim: dict[str, Any]) -> str:
     if claim["gap_mean"] is None:
         return "unbounded: the variant diverged" if claim["diverged_seeds"] else "-"
-    lo, hi = claim["gap_ci95"] or (None, None)
-    interval = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
-    return f"{claim['gap_mean']:+.4f}{interval}"
+    ci = claim["gap_ci95"]
+    interval = "" if ci is None else f" [{loss_text(ci[0], True)}, {loss_text(ci[1], True)}]"
+    return f"{loss_text(claim['gap_mean'], True)}{interval}"
+
+
+def _timing(r: dict[str, Any]) -> str | None:
+    """One seed's cost: CPU seconds (all of the seed's process) and wall seconds, with the
+    load the machine had when the experiment finished (None for results without them)."""
+    cpu = [s.get("cpu_time") for s in r["per_seed"]]
+    if not cpu or any(c is None for c in cpu):
+        return None
+    wall = [s["wall_time"] for s in r["per_seed"]]
+    load = r.get("load_average")
+    at = "" if not load else f", load average {load[0]:.1f} (1 min) when it finished"
+    return (f"Time per seed: {sum(cpu) / len(cpu):.0f} s of CPU (most {max(cpu):.0f} s), "
+            f"{sum(wall) / len(wall):.0f} s wall ({r['processes']} seeds at once{at}).")
 
 
 def _replay_line(whatif: dict[str, Any] | None, alternative: str) -> str | None:
@@ -60,8 +82,17 @@ def _replay_line(whatif: dict[str, Any] | None, alternative: str) -> str | None:
             f"error {a['update_error']:.2%}, {a['swamped']:.2%} of updates swamped")
 
 
-def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None) -> str:
+def _model(name: str) -> str | None:
+    """The model experiment ``name`` trains, as the replay names it (None: one the replay does
+    not follow)."""
+    config = EXPERIMENTS[name].config if name in EXPERIMENTS else None
+    return {CNNConfig: "CNN", LMConfig: "language model"}.get(type(config))
+
+
+def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None,
+           whatif_cnn: dict[str, Any] | None = None) -> str:
     """The page's markdown."""
+    replays = {"language model": whatif, "CNN": whatif_cnn}
     by_name = {r["experiment"]: r for r in results}
     first = results[0] if results else None
     lines = [
@@ -83,7 +114,9 @@ def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None) 
     if first is not None:
         lines += [
             f"Results file: `docs/results/experiments.json`, written by `{first['command']}` "
-            f"on {first['date']}, {first['machine']['platform']}, "
+            f"(with `--resume`, which keeps the experiments the file holds: each entry carries "
+            f"its own date, from {min(r['date'] for r in results)} to "
+            f"{max(r['date'] for r in results)}), {first['machine']['platform']}, "
             f"{first['machine']['cpu_count']} cores, {first['processes']} processes with "
             f"{first['blas_threads']} BLAS thread(s) each.",
             "",
@@ -108,46 +141,56 @@ def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None) 
                   "| run | mean held-out loss | 95% interval | diverged seeds |",
                   "|---|---|---|---|"]
         for v in r["variants"]:
-            mean = "-" if v["mean"] is None else f"{v['mean']:.4f}"
-            ci = "-" if v["ci95"] is None else f"[{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}]"
+            mean = "-" if v["mean"] is None else loss_text(v["mean"])
+            ci = "-" if v["ci95"] is None else (f"[{loss_text(v['ci95'][0])}, "
+                                                f"{loss_text(v['ci95'][1])}]")
             lines.append(f"| {v['label']} | {mean} | {ci} | {v['diverged_seeds']} |")
         lines.append("")
+        timing = _timing(r)
+        if timing:
+            lines += [timing, ""]
         for c in r["claims"]:
             lines.append(f"- {c['claim']}: gap {_gap(c)}, **{c['verdict']}** ({c['reason']}).")
         if any(c["verdict"] != SHOWN for c in r["claims"]):
-            replay_line = _replay_line(whatif, MECHANISM.get(r["technique"], ""))
+            model = _model(r["experiment"])
+            replay_line = None if model is None else _replay_line(
+                replays[model], MECHANISM[model].get(r["technique"], ""))
             if replay_line:
                 lines.append(f"- Not shown at this size; the mechanism, measured: {replay_line}.")
             if r["technique"] in PUBLISHED:
                 lines.append(f"- Where it is shown: {PUBLISHED[r['technique']]}.")
-    if whatif is not None:
-        lines += ["", "## What-if replay", "",
-                  f"Along one float32 trajectory ({whatif['config']}), steps "
-                  f"{', '.join(map(str, whatif['steps']))} replayed under each alternative "
+    for model, found in replays.items():
+        if found is None:
+            continue
+        lines += ["", f"## What-if replay: the {model}", "",
+                  f"Along one float32 trajectory ({found['config']}), steps "
+                  f"{', '.join(map(str, found['steps']))} replayed under each alternative "
                   "(same weights, batch and optimizer state), against the float32 replay of "
-                  f"the same step; written by `{whatif['command']}` on {whatif['date']}.", "",
+                  f"the same step; written by `{found['command']}` on {found['date']}.", "",
                   "| alternative | gradient cosine | gradient norm flushed | update error | "
                   "updates swamped |", "|---|---|---|---|---|"]
-        for name, a in whatif["alternatives"].items():
+        for name, a in found["alternatives"].items():
             lines.append(f"| {name} | {a['cosine']:.6f} | {a['flushed_norm']:.4%} | "
                          f"{a['update_error']:.2%} | {a['swamped']:.2%} |")
     return "\n".join(lines) + "\n"
 
 
-def load(results: Path = RESULTS, whatif: Path = WHATIF
-         ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def load(results: Path = RESULTS, whatif: Path = WHATIF, whatif_cnn: Path = WHATIF_CNN
+         ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, Any] | None]:
     found = json.loads(results.read_text())
     found = found if isinstance(found, list) else [found]
-    return found, json.loads(whatif.read_text()) if whatif.exists() else None
+    lm, cnn = (json.loads(p.read_text()) if p.exists() else None for p in (whatif, whatif_cnn))
+    return found, lm, cnn
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="write docs/experiments.md from the results")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--whatif", type=Path, default=WHATIF)
+    parser.add_argument("--whatif-cnn", type=Path, default=WHATIF_CNN)
     parser.add_argument("--out", type=Path, default=PAGE)
     args = parser.parse_args(argv)
-    write_bytes(args.out, render(*load(args.results, args.whatif)).encode("utf-8"),
+    write_bytes(args.out, render(*load(args.results, args.whatif, args.whatif_cnn)).encode("utf-8"),
                 what="page")  # all or nothing
     print(f"wrote {args.out}")
 

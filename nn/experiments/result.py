@@ -4,6 +4,7 @@ a verdict across seeds (``nn.experiments.seeds``), never a property of one resul
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,3 +35,15 @@ class ExperimentResult:
         """Held-out loss of ``label`` minus that of ``reference`` (nats per character, or
         per image)."""
         return self.run(label).test_loss - self.run(reference).test_loss
+
+
+def loss_text(value: float, sign: bool = False) -> str:
+    """A held-out loss or a gap as the tables and the report write it: 4 decimals, or 3
+    significant digits below 0.001 (a reconstruction's MSE gap is ~1e-5), "nan" when not
+    finite; ``sign`` writes the + of a positive one."""
+    if not math.isfinite(value):
+        return "nan"
+    plus = "+" if sign else ""
+    if value != 0 and abs(value) < 1e-3:
+        return f"{value:{plus}.3g}"
+    return f"{value:{plus}.4f}"

@@ -3,9 +3,8 @@ interval, per claim the gap to its reference paired by seed, with its interval a
 
 Each seed is one call of the experiment's ``run`` with ``config.seed`` set to it (the seed
 draws the initial weights and the batch order of every variant). Seeds run in parallel
-processes, one per core, each process with ``blas_threads`` BLAS threads (threadpoolctl; ours:
-1, since on a busy machine OpenBLAS's spinning threads cost more than they bring for matrices
-this small); ``blas_threads=None`` leaves BLAS as the environment set it.
+processes, one per core, each process with ``blas_threads`` BLAS threads (``nn.engine.blas``;
+ours: 1); ``blas_threads=None`` leaves BLAS as the environment set it.
 """
 
 from __future__ import annotations
@@ -24,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from nn.engine.blas import BLAS_THREADS, limit_blas
+from nn.engine.blas import blas_thread_count as blas_thread_count  # its old home
 from nn.experiments.intervals import Verdict, claim_verdict, mean_interval, paired_gap
-from nn.experiments.result import ExperimentResult
+from nn.experiments.result import ExperimentResult, loss_text
 from nn.experiments.table import Claim, experiment
-
-BLAS_THREADS = 1  # ours: see the module docstring
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -52,33 +51,6 @@ def parse_seeds(text: str) -> list[int]:
     return values
 
 
-def blas_thread_count() -> int | None:
-    """The threads of the BLAS numpy calls (threadpoolctl), or None when none is found (or
-    threadpoolctl is not installed)."""
-    try:
-        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    counts = [int(p["num_threads"]) for p in threadpool_info() if p.get("user_api") == "blas"]
-    return max(counts) if counts else None
-
-
-_LIMITER: Any = None  # keeps the threadpoolctl limit alive in a worker process
-
-
-def limit_blas(threads: int | None) -> int | None:
-    """Limit BLAS to ``threads`` threads for the rest of this process (None: leave it);
-    returns the count now in force."""
-    global _LIMITER
-    if threads is not None:
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # BLAS stays as the environment set it
-            return None
-        _LIMITER = threadpool_limits(limits=threads, user_api="blas")
-    return blas_thread_count()
-
-
 @dataclass
 class SeedRun:
     """One seed of an experiment, measured: per run label the held-out loss, the training
@@ -93,11 +65,13 @@ class SeedRun:
     wall_time: float
     blas_threads: int | None
     result: ExperimentResult | None = field(default=None, repr=False)
+    cpu_time: float = math.nan  # CPU seconds of the process (all its threads) for this seed
 
     def numbers(self) -> dict[str, Any]:
         """What the results file keeps of this seed."""
         return {"seed": self.seed, "test_loss": {k: _num(v) for k, v in self.test_loss.items()},
-                "nan_step": self.nan_step, "wall_time": round(self.wall_time, 2)}
+                "nan_step": self.nan_step, "wall_time": round(self.wall_time, 2),
+                "cpu_time": _num(round(self.cpu_time, 2))}
 
 
 def run_seed(name: str, config: Any, keep_result: bool = False,
@@ -105,14 +79,15 @@ def run_seed(name: str, config: Any, keep_result: bool = False,
     """Train experiment ``name`` once from ``config`` (its ``seed`` included)."""
     threads = limit_blas(blas_threads)
     entry = experiment(name)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = entry.run(config)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     return SeedRun(
         seed=config.seed, test_loss={r.label: r.test_loss for r in result.runs},
         step_loss={r.label: [float(v) for v in r.history.step_loss] for r in result.runs},
         nan_step={r.label: r.nan_step for r in result.runs}, findings=entry.findings(result),
-        wall_time=wall, blas_threads=threads, result=result if keep_result else None)
+        wall_time=wall, blas_threads=threads, result=result if keep_result else None,
+        cpu_time=cpu)
 
 
 @dataclass
@@ -194,6 +169,7 @@ class SeededResult:
             "per_seed": [r.numbers() for r in self.runs],
             "findings_first_seed": self.runs[0].findings,
             "wall_time": round(self.wall_time, 1), "command": command,
+            "load_average": _load(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": machine(),
         }
@@ -214,9 +190,21 @@ def machine() -> dict[str, Any]:
             "numpy": np.__version__}
 
 
+def _load() -> list[float] | None:
+    """The machine's load average over 1, 5 and 15 minutes now (None where the OS has none):
+    the wall times above mean little without it."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
 def _num(v: float | None) -> float | None:
-    """A JSON-safe number: None for a non-finite one, else rounded to 6 decimals."""
-    return None if v is None or not math.isfinite(v) else round(float(v), 6)
+    """A JSON-safe number: None for a non-finite one, else rounded to 6 decimals (6
+    significant digits below 0.1, so a gap of 1e-5 keeps its digits)."""
+    if v is None or not math.isfinite(v):
+        return None
+    return round(float(v), 6) if abs(v) >= 0.1 else float(f"{v:.6g}")
 
 
 def _init_worker(blas_threads: int | None) -> None:
@@ -244,8 +232,9 @@ def run_seeds(name: str, seeds: Sequence[int], *, steps: int | None = None,
 
     def done(run: SeedRun) -> None:
         runs[run.seed] = run
-        losses = ", ".join(f"{k} {v:.4f}" for k, v in run.test_loss.items())
-        say(f"  seed {run.seed} done ({len(runs)}/{len(seeds)}, {run.wall_time:.1f} s): "
+        losses = ", ".join(f"{k} {loss_text(v)}" for k, v in run.test_loss.items())
+        say(f"  seed {run.seed} done ({len(runs)}/{len(seeds)}, {run.wall_time:.1f} s, "
+            f"{run.cpu_time:.1f} s of CPU): "
             f"held-out loss {losses}")
 
     say(f"training seeds {seeds} in {processes} process(es), BLAS threads per process: "

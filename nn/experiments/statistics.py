@@ -22,6 +22,7 @@ import numpy as np
 import fpsim
 import nn
 from nn.engine import sites
+from nn.experiments import progress
 from nn.experiments.cnn import CNNConfig, data_for, train_cnn
 from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics_lm import FP16_SQUARE_LIMIT
@@ -31,7 +32,9 @@ SCALED = "fp16 statistics, pixels / 255"  # the third run: the knob turned off
 PROBE_IMAGES = 256  # held-out images on which the stem's deviations are measured
 
 
-def fp32_statistics(config: CNNConfig = CNN_DEFAULT) -> ExperimentResult:
+@progress.option
+def fp32_statistics(config: CNNConfig = CNN_DEFAULT, *, progress: bool = False
+                    ) -> ExperimentResult:
     """Train the CNN with fp32 and with fp16 BatchNormalization statistics (see the module
     docstring), and a third time with fp16 statistics on pixels divided by 255 (the knob
     turned off: ``pixel_max=1``). ``extra`` (the fp16 run's story, step by step):

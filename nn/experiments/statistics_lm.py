@@ -13,6 +13,7 @@ import numpy as np
 
 import fpsim
 import nn
+from nn.experiments import progress
 from nn.experiments.lm import LMConfig, build_lm, data_for, train_lm
 from nn.experiments.result import ExperimentResult
 
@@ -21,7 +22,9 @@ DEFAULT = LMConfig()
 FP16_SQUARE_LIMIT = 256.0  # |x - mean| above this squares past fp16's max (65504): var is inf
 
 
-def fp32_statistics_lm(config: LMConfig = DEFAULT) -> ExperimentResult:
+@progress.option
+def fp32_statistics_lm(config: LMConfig = DEFAULT, *, progress: bool = False
+                       ) -> ExperimentResult:
     """Attention softmax and LayerNorm statistics in fp32 (nn's default under mixed_float16;
     PyTorch autocast's rule for softmax, Keras's for the norm layers)
     against the same layers given ``statistics_dtype="float16"`` (softmax, mean, variance and

@@ -25,6 +25,7 @@ import numpy as np
 
 import fpsim
 import nn
+from nn.experiments import progress
 from nn.experiments.lm import LMConfig, LMRun, build_lm, data_for, train_lm
 from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics_lm import (  # noqa: F401  (their former home: re-exported)
@@ -47,7 +48,9 @@ ADAM_LEARNING_RATE = 3e-3  # experiment 5's Adam (the other experiments use conf
 
 
 # --- 1 ----------------------------------------------------------------------------------------
-def underflow_from_averaging(config: LMConfig = DEFAULT) -> ExperimentResult:
+@progress.option
+def underflow_from_averaging(config: LMConfig = DEFAULT, *, progress: bool = False
+                             ) -> ExperimentResult:
     """float32, unscaled mixed_float16 and mixed_float16 with dynamic loss scaling.
 
     The loss is the mean over batch x positions, so each logit's gradient is (p - onehot)
@@ -69,7 +72,9 @@ def underflow_from_averaging(config: LMConfig = DEFAULT) -> ExperimentResult:
 SGD_CONFIG = DEFAULT.with_(optimizer="sgd", learning_rate=0.5, momentum=0.9, steps=300)
 
 
-def underflow_with_sgd(config: LMConfig = SGD_CONFIG) -> ExperimentResult:
+@progress.option
+def underflow_with_sgd(config: LMConfig = SGD_CONFIG, *, progress: bool = False
+                       ) -> ExperimentResult:
     """Experiment 1 with SGD (momentum 0.9, lr 0.5, 300 steps) instead of Adam: SGD's step is
     proportional to the gradient, so the bits lost to fp16's subnormals and the values
     flushed to zero are lost from the update itself, where Adam's per-weight normalization
@@ -81,8 +86,9 @@ def underflow_with_sgd(config: LMConfig = SGD_CONFIG) -> ExperimentResult:
 
 
 # --- 2 ----------------------------------------------------------------------------------------
-def master_weights_lm(config: LMConfig = DEFAULT, learning_rate: float = 1e-4
-                   ) -> ExperimentResult:
+@progress.option
+def master_weights_lm(config: LMConfig = DEFAULT, learning_rate: float = 1e-4, *,
+                      progress: bool = False) -> ExperimentResult:
     """fp32 master weights (mixed_float16) against pure float16 weights, both loss-scaled so
     that underflow is not the difference, at ``learning_rate`` (default 1e-4, a late-training
     or fine-tuning rate: Adam's steps are then about 1e-4, below half an ulp of every fp16
@@ -113,8 +119,10 @@ def _parameter_count(config: LMConfig) -> int:
 
 
 # --- 4 ----------------------------------------------------------------------------------------
+@progress.option
 def fp32_accumulation_lm(config: LMConfig = DEFAULT,
-                         accumulate_in: tuple[str, ...] = ("logits",)) -> ExperimentResult:
+                         accumulate_in: tuple[str, ...] = ("logits",), *,
+                         progress: bool = False) -> ExperimentResult:
     """The matmuls of the layers in ``accumulate_in`` ("logits", "ff": see ``build_lm``)
     accumulated in fp32 against fp16 (mixed_float16, dynamic loss scaling). The logits
     kernel gradient sums over batch x positions (2048 terms by default):
@@ -177,7 +185,9 @@ def _logit_gradient(logits: np.ndarray, labels: np.ndarray, scale: float) -> np.
 
 
 # --- 5 ----------------------------------------------------------------------------------------
-def adam_state(config: LMConfig = DEFAULT, epsilon: float = 1e-8) -> ExperimentResult:
+@progress.option
+def adam_state(config: LMConfig = DEFAULT, epsilon: float = 1e-8, *,
+               progress: bool = False) -> ExperimentResult:
     """Adam (epsilon 1e-8, PyTorch's default) with fp32 slots against fp16 slots, under
     mixed_float16 with dynamic loss scaling (the optimizer sees unscaled gradients). In fp16
     epsilon is 0 and a second moment below 2**-24 is 0, so a small gradient divides by zero.
@@ -240,7 +250,8 @@ def _has_slots(optimizer: Any, variable: Any) -> bool:
 
 
 # --- 6 ----------------------------------------------------------------------------------------
-def bf16_vs_fp16(config: LMConfig = DEFAULT) -> ExperimentResult:
+@progress.option
+def bf16_vs_fp16(config: LMConfig = DEFAULT, *, progress: bool = False) -> ExperimentResult:
     """float32, mixed_float16 with dynamic loss scaling, and mixed_bfloat16 with none: bf16
     has fp32's exponent range (nothing underflows, no scale needed) and 8 significant bits
     instead of fp16's 11. Its price: the held-out loss gap to float32, and ``extra``'s

@@ -25,6 +25,8 @@ from nn.experiments.bf16_remedies import findings as bf16_remedies_findings
 from nn.experiments.fp8 import FP8_DEFAULT, fp8_findings, fp8_recipes
 from nn.experiments.masters import MASTER_DEFAULT, MIXED, PURE, master_weights
 from nn.experiments.masters import findings as master_findings
+from nn.experiments.reconstruction import RECONSTRUCTION_DEFAULT, bf16_reconstruction
+from nn.experiments.reconstruction import findings as reconstruction_findings
 from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics import CNN_DEFAULT, fp32_statistics
 from nn.experiments.statistics import findings as statistics_findings
@@ -143,6 +145,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                "character MLP on CPython's pydoc text)", "fp8 per-tensor scaling", fp8_recipes,
                FP8_DEFAULT, (Claim("mixed_e4m3fn", "fp8_hybrid_delayed"),
                              Claim("mixed_e4m3fn", "mxfp8")), fp8_findings),
+    Experiment("reconstruction", "mixed_bfloat16 vs float32 and mixed_float16 on a task that "
+               "asks for more than 8 bits (per-pixel reconstruction of the digits, an MLP "
+               "autoencoder)", "bf16 vs fp16", bf16_reconstruction, RECONSTRUCTION_DEFAULT,
+               (Claim("mixed_bfloat16", FP32), Claim("mixed_bfloat16", SCALED)),
+               reconstruction_findings),
     Experiment("underflow-sgd", "underflow from averaging, trained with SGD + momentum (300 "
                "steps)", "loss scaling", underflow_with_sgd, SGD_CONFIG,
                _UNDERFLOW_CLAIMS, underflow_findings),

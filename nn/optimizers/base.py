@@ -197,6 +197,27 @@ class Optimizer:
             raise KeyError(f"{self.name} has slots {self.slot_names}, not {slot_name!r}")
         return self._slots[self._index[id(var)]][slot_name]
 
+    def preview_update(self, var: Any, grad: Any, weight: np.ndarray | None = None
+                       ) -> np.ndarray:
+        """The update (``delta``; the step stores ``weight - delta``, rounded to the
+        variable's format) that the next ``apply_gradients`` would make to ``var`` for
+        ``grad``, computed on a copy of ``var``'s slots: nothing changes (slots,
+        ``iterations``, the variable). ``weight`` (default ``var.data``) is the value the
+        update starts from; an optimizer with no slots for ``var`` yet starts from zero slots,
+        as its first step would. The result is in ``weight``'s carrier dtype (float32 or
+        float64)."""
+        w = np.array(var.data if weight is None else weight, copy=True)
+        g = gradient_array(grad)
+        if g.shape != w.shape:
+            raise ValueError(f"{self.name}.preview_update: grad for {_name_of(var)} has shape "
+                             f"{g.shape}, expected the variable's shape {w.shape}")
+        held = self._slots[self._index[id(var)]] if id(var) in self._index else None
+        slots = ({s: np.zeros_like(w) for s in self.slot_names} if held is None
+                 else {k: a.copy() for k, a in held.items()})
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return np.asarray(self._update(g.astype(w.dtype, copy=False), w, slots,
+                                           self.iterations + 1))
+
     # ---- the Keras face -----------------------------------------------------------------
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> int:
         """Apply one update to every variable whose gradient is not None; returns iterations.

@@ -13,6 +13,7 @@ import pytest
 
 import fpsim
 from nn.experiments import LMConfig, replay
+from nn.experiments.cnn import CNNConfig
 
 TINY = LMConfig(sequence_length=16, batch_size=8, embed_dim=8, ff_dim=16, steps=4)
 
@@ -87,3 +88,52 @@ def test_what_if_prints_one_row_per_alternative(tmp_path, capsys):
     for name in replay.ALTERNATIVES:
         assert f"\n{name} " in out
     assert "grad cosine" in out and "norm flushed" in out and "swamped" in out
+
+
+TINY_CNN = CNNConfig(filters=(4, 8), steps=4, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def found_cnn():
+    return replay.replay(TINY_CNN, steps=(0, 3), alternatives=(
+        "float32", "unscaled fp16", "scaled fp16", "fp16 accumulation (convolutions)",
+        "fp16 weights, no masters"))
+
+
+def test_the_cnn_is_replayed_per_layer_and_its_float32_replay_is_exact(found_cnn):
+    assert found_cnn.numbers()["model"] == "CNN"
+    layers = set(found_cnn.replays[0].layers)
+    assert {"conv1", "bn1", "conv2", "bn2", "logits"} <= layers
+    for r in found_cnn.replays:
+        if r.alternative == "float32":
+            assert r.total.cosine == pytest.approx(1.0, abs=1e-12)
+            assert r.total.update_error == 0.0 and r.total.flushed_norm == 0.0
+
+
+def test_fp16_accumulation_in_the_convolutions_adds_error_to_their_gradients(found_cnn):
+    # the same scaled step with fp32 accumulation is the oracle: summing conv1's kernel
+    # gradient (batch x 8 x 8 terms) in fp16 can only move it further from float32
+    for what in ("update_error",):
+        fp16 = found_cnn.mean("fp16 accumulation (convolutions)", what, "conv1")
+        assert fp16 > found_cnn.mean("scaled fp16", what, "conv1")
+    assert found_cnn.mean("fp16 accumulation (convolutions)", "cosine", "conv1") < \
+        found_cnn.mean("scaled fp16", "cosine", "conv1")
+    assert found_cnn.mean("fp16 weights, no masters", "swamped") > 0
+    assert found_cnn.mean("unscaled fp16", "swamped") == 0.0
+
+
+def test_without_masters_only_the_weights_storage_changes_not_the_gradients(found_cnn):
+    # the oracle is the scaled mixed_float16 step: same fp16 compute, fp32 statistics in
+    # both; only where the update is stored differs (fp16 weights swamp small updates)
+    pure, mixed = "fp16 weights, no masters", "scaled fp16"
+    assert found_cnn.mean(pure, "cosine") == pytest.approx(found_cnn.mean(mixed, "cosine"),
+                                                           abs=1e-5)
+    assert found_cnn.mean(pure, "update_error") > found_cnn.mean(mixed, "update_error")
+
+
+def test_replay_refuses_an_alternative_of_the_other_model_and_an_unknown_config():
+    with pytest.raises(ValueError, match=r"alternatives must be among .* for the CNN.*"
+                                         r"'fp16 accumulation \(logits\)'"):
+        replay.replay(TINY_CNN, steps=(0,), alternatives=("fp16 accumulation (logits)",))
+    with pytest.raises(TypeError, match="config must be one of .*LMConfig.*got dict"):
+        replay.replay({"steps": 3}, steps=(0,))

@@ -17,6 +17,7 @@ from nn.experiments import EXPERIMENTS, LMConfig, intervals, report, seeds
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / report.RESULTS
 WHATIF = ROOT / report.WHATIF
+WHATIF_CNN = ROOT / report.WHATIF_CNN
 PAGE = ROOT / report.PAGE
 
 
@@ -35,20 +36,23 @@ def _numbers(node, found):
 
 
 def test_the_page_is_the_one_the_results_files_generate():
-    assert PAGE.read_text() == report.render(*report.load(RESULTS, WHATIF))
+    assert PAGE.read_text() == report.render(*report.load(RESULTS, WHATIF, WHATIF_CNN))
 
 
 def test_every_number_quoted_on_the_page_is_a_number_of_the_results_files():
     known = _numbers(json.loads(RESULTS.read_text()), [])
-    if WHATIF.exists():
-        known = _numbers(json.loads(WHATIF.read_text()), known)
+    for whatif in (WHATIF, WHATIF_CNN):
+        if whatif.exists():
+            known = _numbers(json.loads(whatif.read_text()), known)
     text = PAGE.read_text()
-    tokens = re.findall(r"(?<![\w.])[+-]?\d+\.\d+%?", text)  # signed unless in a word
+    # signed unless in a word; small gaps in 3 significant digits (1.65e-05)
+    tokens = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?:e[+-]\d+)?%?", text)
     assert tokens  # the page quotes numbers
     for token in tokens:
         percent = token.endswith("%")
+        mantissa, _, exponent = token.rstrip("%").partition("e")
         value = float(token.rstrip("%")) / (100 if percent else 1)
-        decimals = len(token.rstrip("%").split(".")[1]) + (2 if percent else 0)
+        decimals = len(mantissa.split(".")[1]) + (2 if percent else 0) - int(exponent or 0)
         tolerance = 0.5 * 10.0 ** -decimals + 1e-12
         assert any(abs(value - k) <= tolerance for k in known), token
 

@@ -94,7 +94,8 @@ def test_a_seed_draws_the_weights_and_batches_and_the_claims_gaps_are_paired_by_
     assert claim.verdict.gap_mean == mean and claim.verdict.gap_ci95 == (lo, hi)
     numbers = found.numbers("fpsim compare --experiment bf16 --seeds 3")
     json.dumps(numbers, allow_nan=False)  # strict JSON: no NaN, no inf
-    assert numbers["claims"][0]["gap_ci95"] == [round(lo, 6), round(hi, 6)]
+    # kept to 6 decimals, or 6 significant digits below 0.1
+    assert numbers["claims"][0]["gap_ci95"] == pytest.approx([lo, hi], rel=1e-5, abs=1e-6)
 
 
 def test_seeds_in_parallel_processes_give_the_numbers_of_one_process():
@@ -124,6 +125,21 @@ def test_compare_json_writes_seeds_claims_verdicts_and_its_stamp(tmp_path, capsy
     assert claim["verdict"] == "shown" and claim["diverged_seeds"] == 2
     assert [s["seed"] for s in found["per_seed"]] == [7, 8]
     assert all(s["test_loss"]["Adam, fp16 slots"] is None for s in found["per_seed"])
+
+
+def test_each_seed_records_its_cpu_time_and_the_file_the_load_it_ran_at(tmp_path, capsys):
+    import os
+    import time
+
+    start = time.process_time()
+    found = seeds.run_seeds("adam-state", [5], config=TINY.with_(steps=2), processes=1)
+    spent = time.process_time() - start  # this process's CPU seconds, the seed's among them
+    (run,) = found.runs
+    assert 0 < run.cpu_time <= spent
+    numbers = found.numbers("")
+    assert numbers["per_seed"][0]["cpu_time"] == round(run.cpu_time, 2)
+    assert len(numbers["load_average"]) == 3 and numbers["load_average"][2] == pytest.approx(
+        os.getloadavg()[2], abs=1.0)
 
 
 def test_compare_refuses_seeds_for_the_digits_story(tmp_path, capsys):
