@@ -70,7 +70,7 @@ def test_a_claim_not_shown_carries_the_replay_numbers_its_worst_layer_and_the_re
     consequences.check(t)
     text = consequences.markdown([t])
     assert "**loss scaling**: 0 of 1 claim(s) shown." in text
-    assert "+0.0100 nats, 95% interval [-0.2000, +0.2200]: **not shown at this size**" in text
+    assert "+0.0100, 95% interval [-0.2000, +0.2200]: **not shown at this size**" in text
     assert "3 seeds (0, 1, 2)" in text
     assert "cosine of 0.990000" in text and "0.0100% of the gradient norm" in text
     assert "the layer it moves most at the last step is attention (5.00%)" in text

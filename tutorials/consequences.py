@@ -24,6 +24,7 @@ from typing import Any
 
 from nn.experiments.intervals import NOT_SHOWN, SHOWN
 from nn.experiments.report import MECHANISM, PUBLISHED, load
+from nn.experiments.result import loss_text
 
 RESULTS_FILE = Path("docs") / "results" / "experiments.json"
 WHATIF_FILE = Path("docs") / "results" / "whatif.json"
@@ -98,7 +99,8 @@ def gap_text(claim: dict[str, Any]) -> str:
                 f"{claim['diverged_seeds']} diverged seed(s), {claim['reason']}")
     lo, hi = claim["gap_ci95"]
     return (f"held-out loss of {claim['variant']} minus {claim['reference']}: "
-            f"{claim['gap_mean']:+.4f} nats, 95% interval [{lo:+.4f}, {hi:+.4f}]")
+            f"{loss_text(claim['gap_mean'], True)}, 95% interval "
+            f"[{loss_text(lo, True)}, {loss_text(hi, True)}]")
 
 
 def worst_layer(replay: dict[str, Any]) -> tuple[str, float]:
@@ -132,7 +134,7 @@ def _claim_text(r: dict[str, Any], claim: dict[str, Any]) -> str:
 def for_techniques(techniques: Sequence[str], root: Path | None = None) -> list[Technique]:
     """What the committed results establish about each of ``techniques``, in that order."""
     base = repository_root(root)
-    results, whatif = load(base / RESULTS_FILE, base / WHATIF_FILE)
+    results, whatif, _ = load(base / RESULTS_FILE, base / WHATIF_FILE)  # the LM's replay
     known = sorted({r["technique"] for r in results})
     unknown = [t for t in techniques if t not in known]
     if unknown:
@@ -142,7 +144,7 @@ def for_techniques(techniques: Sequence[str], root: Path | None = None) -> list[
     for technique in techniques:
         claims = [Claim(r, claim, _claim_text(r, claim))
                   for r in results if r["technique"] == technique for claim in r["claims"]]
-        replay_name = MECHANISM.get(technique)
+        replay_name = MECHANISM["language model"].get(technique)
         replay = (whatif or {}).get("alternatives", {}).get(replay_name)
         found.append(Technique(technique, claims, replay_name if replay else None, replay,
                                whatif, PUBLISHED.get(technique)))
@@ -179,7 +181,7 @@ def check_claim(c: Claim) -> None:
         assert lo <= claim["gap_mean"] <= hi, claim
         assert (claim["verdict"] == SHOWN) == (lo > 0), claim  # shown: the interval above 0
         for number in (claim["gap_mean"], lo, hi):
-            assert f"{number:+.4f}" in c.text, (number, c.text)
+            assert loss_text(number, True) in c.text, (number, c.text)
 
 
 def check(t: Technique) -> None:
