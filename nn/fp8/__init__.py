@@ -7,7 +7,8 @@
 >>> print(recipe.log.table())                                            # doctest: +SKIP
 
 - recipes (``nn.fp8.recipes``): ``DelayedScaling``, ``CurrentScaling``, ``BlockScaling``
-  (MX formats, NVFP4), ``TF32Inputs``; per-tensor state ``nn.fp8.state.ScalingState``;
+  (MX formats, NVFP4), ``TF32Inputs``; ``NVFP4BlockScaling`` (``nn.fp8.nvfp4``: TE's NVFP4
+  training recipe, policy "nvfp4_te"); per-tensor state ``nn.fp8.state.ScalingState``;
 - where they apply (``nn.fp8.scope``): ``fp8_autocast(recipe)`` or a recipe policy
   (``nn.Policy("fp8_hybrid_delayed")``, "mxfp8", "nvfp4", "mixed_tf32", ...: ``POLICY_RECIPES``);
 - the quantized matmul (``nn.fp8.ops``) and its straight-through backward;
@@ -21,6 +22,7 @@ This package imports nothing of nn's ops at import time (nn.policy reads its tab
 ``nn.fp8.ops`` is loaded by the matmul that needs it.
 """
 
+from nn.fp8.nvfp4 import NVFP4BlockScaling
 from nn.fp8.recipes import (
     POLICY_RECIPES,
     BlockScaling,
@@ -36,7 +38,8 @@ from nn.fp8.state import ScalingState, TelemetryLog, TensorRecord
 autocast = fp8_autocast  # ``nn.fp8.autocast(recipe)``, the short spelling
 
 __all__ = [
-    "POLICY_RECIPES", "BlockScaling", "CurrentScaling", "DelayedScaling", "Recipe",
+    "POLICY_RECIPES", "BlockScaling", "CurrentScaling", "DelayedScaling", "NVFP4BlockScaling",
+    "Recipe",
     "ScalingState", "TF32Inputs", "TelemetryLog", "TensorRecord", "active_recipe", "autocast",
     "fp8_autocast", "get_recipe", "recipes_of",
 ]
