@@ -43,7 +43,7 @@ import fpsim
 from fpsim import BF16, E2M1FN, E4M3FN
 from fpsim import mx as fpsim_mx
 from fpsim.hadamard import random_hadamard_transform
-from nn.fp8.recipes import Recipe, _amax, _role
+from nn.fp8.recipes import POLICY_RECIPES, Recipe, _amax, _role
 from nn.fp8.state import TensorRecord
 
 NVFP4 = fpsim_mx.BLOCK_FORMATS["nvfp4"]
@@ -232,3 +232,8 @@ class NVFP4BlockScaling(Recipe):
                 f"{not self.stochastic}, disable_2d_quantization={not self.two_d}, "
                 f"four_over_six={self.four_over_six}, bf16_layers={self.bf16_layers!r}, "
                 f"seed={self.seed})")
+
+
+# The policy name of this recipe, added to recipes' one table of names (nn.fp8 imports this
+# module, so the entry exists before any policy is parsed; recipes cannot import it back).
+POLICY_RECIPES["nvfp4_te"] = NVFP4BlockScaling

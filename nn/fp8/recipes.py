@@ -380,14 +380,7 @@ POLICY_RECIPES: dict[str, Callable[[], Recipe]] = {
     "mxint8": lambda: BlockScaling("mxint8"),
     "nvfp4": lambda: BlockScaling("nvfp4"),
     "mixed_tf32": TF32Inputs,
-    "nvfp4_te": lambda: _nvfp4_te(),
 }
-
-
-def _nvfp4_te() -> Recipe:
-    from nn.fp8.nvfp4 import NVFP4BlockScaling  # (it imports this module)
-
-    return NVFP4BlockScaling()
 
 
 def recipe_for_policy(name: str) -> Recipe | None:
