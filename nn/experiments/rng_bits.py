@@ -89,4 +89,5 @@ def rng_bits_findings(r: ExperimentResult) -> list[str]:
     return [*(f"{label}: held-out loss {r.gap(label, FULL):+.4f} vs SR full, "
               f"{lost[label]} weight updates lost" for label in (NEAREST, *BITS)
               if label != FULL),
-            f"SR full: held-out loss {r.run(FULL).test_loss:.4f}"]
+            f"SR full: held-out loss {r.run(FULL).test_loss:.4f}, {lost[FULL]} weight updates "
+            "lost"]
