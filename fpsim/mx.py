@@ -61,9 +61,11 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   without its sign bit and a positive finite tensor scale.
 - Kernels and memory: the float32 nearest-even MX path runs in fpsim.kernels.mx (an
   addition trick), float32 nearest-even NVFP4 with its default scale rule in
-  fpsim.kernels.mx_nvfp4 (the same trick in float64, one fused pass); every other path
-  (float64 input, every other mode or scale rule, ``encode``, a monitored call) runs in
-  fpsim.kernels.mx_general, the same decisions through the general rounding kernel. NVFP4's
+  fpsim.kernels.mx_nvfp4 (the same trick in float64, one fused pass), float32 stochastic
+  rounding with the full draw (MX, and NVFP4 with its default scale rule) in
+  fpsim.kernels.mx_stochastic; every other path (float64 input, the other modes, ``rng_bits``,
+  ``encode``, a monitored call) runs in fpsim.kernels.mx_general, the same decisions through
+  the general rounding kernel (the fused kernels are tested bit for bit against it). NVFP4's
   tensor amax is one kernel pass over the bits (``finite_amax_bits``). The kernels write only
   their outputs; a copy made to put ``axis`` last takes the result in place, so every path
   peaks within 2x the input. ``explain`` keeps the numpy reference path (float64).
@@ -91,6 +93,7 @@ from fpsim.formats import Format
 from fpsim.kernels.mx import SCALE_RULES, mx_quantize_f32
 from fpsim.kernels.mx_general import finite_amax_bits, mx_blocks
 from fpsim.kernels.mx_nvfp4 import nvfp4_quantize_f32
+from fpsim.kernels.mx_stochastic import mx_stochastic_f32
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
 from fpsim.quantize import _seed, as_float_array, format_constants, nearest_even_f32_constants
@@ -277,6 +280,22 @@ def _run_nvfp4_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat) -> None:
         work=rows.size)
 
 
+def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule: str,
+                        rng: object) -> None:
+    """float32 rows with stochastic elements (the full draw), dequantized into ``out``
+    (fpsim.kernels.mx_stochastic: _run_blocks's decisions and random stream, one fused pass)."""
+    r, n = rows.shape
+    f64 = np.dtype(np.float64)
+    elem = bf.element
+    ts = tensor_scale_of(_tensor_amax(rows), bf) if bf.two_level else 1.0
+    _kernels.run(
+        mx_stochastic_f32, r * -(-n // bf.block), (rows.reshape(-1), out.reshape(-1)),
+        (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
+         elem.mantissa_bits, bf.integer, _nearest_constants(E4M3FN), _seed(rng),
+         _kernels.carrier_constants(f64), format_constants(elem, f64, True, "saturate")),
+        work=rows.size)
+
+
 def _prepare(x: object, fmt: BlockFormat | str, axis: int
              ) -> tuple[np.ndarray, BlockFormat, int]:
     bf = get_block_format(fmt)
@@ -325,6 +344,10 @@ def quantize(
     elif (bf.two_level and not counting and arr.dtype == np.float32 and rule == "even"
           and mode is RoundingMode.NEAREST_EVEN):
         _run_nvfp4_f32(rows, out, bf)
+        counts = np.zeros(4, np.int64)
+    elif (mode is RoundingMode.STOCHASTIC and rng_bits is None and not counting
+          and arr.dtype == np.float32 and (rule == "even" or not bf.two_level)):
+        _run_stochastic_f32(rows, out, bf, rule, rng)
         counts = np.zeros(4, np.int64)
     elif p is not None:
         elem = bf.element
