@@ -60,10 +60,14 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   codes only (a code 300, 127.5 or -1 is refused, never wrapped), an NVFP4 block scale code
   without its sign bit and a positive finite tensor scale.
 - Kernels and memory: the float32 nearest-even MX path runs in fpsim.kernels.mx (an
-  addition trick); every other path (NVFP4, float64 input, every other mode, ``encode``) runs
-  in fpsim.kernels.mx_general, the same decisions through the general rounding kernel. Both
-  write only their outputs (``encode``: float32 element values, then their codes ``_CHUNK``
-  at a time); a copy made to put ``axis`` last takes the result in place, so every path
+  addition trick), float32 nearest-even NVFP4 with its default scale rule in
+  fpsim.kernels.mx_nvfp4 (the same trick in float64, one fused pass), float32 stochastic
+  rounding with the full draw (MX, and NVFP4 with its default scale rule) in
+  fpsim.kernels.mx_stochastic; every other path (float64 input, the other modes, ``rng_bits``,
+  ``encode``, a monitored call) runs in fpsim.kernels.mx_general, the same decisions through
+  the general rounding kernel (the fused kernels are tested bit for bit against it). NVFP4's
+  tensor amax is one kernel pass over the bits (``finite_amax_bits``). The kernels write only
+  their outputs; a copy made to put ``axis`` last takes the result in place, so every path
   peaks within 2x the input. ``explain`` keeps the numpy reference path (float64).
 
 Monitor: with ``fpsim.monitor()`` active, each call records under its site (default
@@ -75,7 +79,6 @@ the maximum (the scaled amax exceeds the element max: possible with "floor" and 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,7 +91,9 @@ from fpsim.blockwise import quantize_blockwise as quantize_blockwise  # Float8Bl
 from fpsim.catalog import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2, E8M0FNU
 from fpsim.formats import Format
 from fpsim.kernels.mx import SCALE_RULES, mx_quantize_f32
-from fpsim.kernels.mx_general import mx_blocks
+from fpsim.kernels.mx_general import finite_amax_bits, mx_blocks
+from fpsim.kernels.mx_nvfp4 import nvfp4_quantize_f32
+from fpsim.kernels.mx_stochastic import mx_stochastic_f32
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
 from fpsim.quantize import _seed, as_float_array, format_constants, nearest_even_f32_constants
@@ -99,9 +104,6 @@ from fpsim.rounding import RoundingMode, check_rng_bits, get_mode
 INT8_64 = Format("int8_over_64", 1, 6, bias=1, inf=False, nan="none")
 MAX_BLOCK = 1 << 16  # the largest block BlockFormat accepts (ours: the formats use 16 and 32)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
-# NVFP4's tensor amax is taken this many elements (whole blocks) at a time, so its
-# temporaries stay a fixed size, however large the input
-_CHUNK = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -218,29 +220,16 @@ def tensor_scale_of(amax: float, bf: BlockFormat) -> float:
     return float(max(q, np.float32(2.0**-149)))
 
 
-def _chunks(rows: np.ndarray, block: int) -> Iterator[tuple[slice, slice, slice]]:
-    """(row slice, column slice, block slice) pieces of about _CHUNK elements, whole blocks
-    each (a row longer than that is cut at block boundaries)."""
-    r, n = rows.shape
-    if n == 0:
-        return
-    cols = max(block, _CHUNK // block * block)
-    step = max(1, _CHUNK // n) if n <= cols else 1
-    for r0 in range(0, r, step):
-        for c0 in range(0, n, cols):
-            c1 = min(n, c0 + cols)
-            yield (slice(r0, min(r, r0 + step)), slice(c0, c1),
-                   slice(c0 // block, -(-c1 // block)))
-
-
-def _tensor_amax(rows: np.ndarray, block: int) -> float:
-    """The largest finite magnitude of rows (0.0 if none), a chunk at a time."""
-    amax = 0.0
-    for rs, cs, _ in _chunks(rows, block):
-        a = np.abs(rows[rs, cs])
-        a[~np.isfinite(a)] = 0
-        amax = max(amax, float(a.max()))
-    return amax
+def _tensor_amax(rows: np.ndarray) -> float:
+    """The largest finite magnitude of the C-contiguous rows (0.0 if none): one kernel pass
+    over their bits, no temporaries."""
+    if not rows.size:
+        return 0.0
+    c = _kernels.carrier_constants(rows.dtype)
+    ints = np.int32 if rows.dtype == np.float32 else np.int64
+    top = max(_kernels.run(finite_amax_bits, rows.size, (rows.reshape(-1).view(ints),),
+                           (c.ABS_MASK, c.INF_BITS)))
+    return float(np.array(top, ints).view(rows.dtype))
 
 
 def _run_blocks(rows: np.ndarray, out: np.ndarray | None, codes: np.ndarray | None,
@@ -250,7 +239,7 @@ def _run_blocks(rows: np.ndarray, out: np.ndarray | None, codes: np.ndarray | No
     into ``out`` and/or element and block-scale codes into ``codes``/``scodes``. Returns
     (the monitor's counts, the tensor scale)."""
     r, n = rows.shape
-    ts = tensor_scale_of(_tensor_amax(rows, bf.block), bf) if bf.two_level else 1.0
+    ts = tensor_scale_of(_tensor_amax(rows), bf) if bf.two_level else 1.0
     if not rows.size:
         return np.zeros(4, np.int64), ts
     f64 = np.dtype(np.float64)
@@ -272,6 +261,39 @@ def _run_blocks(rows: np.ndarray, out: np.ndarray | None, codes: np.ndarray | No
           else 0xFF, E4M3FN.bias, E4M3FN.mantissa_bits, E4M3FN.emin, E8M0FNU.bias)),
         work=rows.size)
     return np.sum(parts, axis=0), ts
+
+
+def _nearest_constants(fmt: Format) -> tuple[int, float, float]:
+    """(SHIFT, C_SUB, max) of fmt for the float64 addition trick (fpsim.kernels.mx_nvfp4)."""
+    return ((52 - fmt.mantissa_bits) << 52, 2.0 ** (fmt.emin - fmt.mantissa_bits + 52),
+            float(fmt.max))
+
+
+def _run_nvfp4_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat) -> None:
+    """NVFP4 of float32 rows, elements and block scales to nearest even, dequantized into
+    ``out`` (fpsim.kernels.mx_nvfp4: the same decisions as _run_blocks, in one fused pass)."""
+    r, n = rows.shape
+    ts = tensor_scale_of(_tensor_amax(rows), bf)
+    _kernels.run(
+        nvfp4_quantize_f32, r * -(-n // bf.block), (rows.reshape(-1), out.reshape(-1)),
+        (n, bf.block, ts, _nearest_constants(bf.element), _nearest_constants(E4M3FN)),
+        work=rows.size)
+
+
+def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule: str,
+                        rng: object) -> None:
+    """float32 rows with stochastic elements (the full draw), dequantized into ``out``
+    (fpsim.kernels.mx_stochastic: _run_blocks's decisions and random stream, one fused pass)."""
+    r, n = rows.shape
+    f64 = np.dtype(np.float64)
+    elem = bf.element
+    ts = tensor_scale_of(_tensor_amax(rows), bf) if bf.two_level else 1.0
+    _kernels.run(
+        mx_stochastic_f32, r * -(-n // bf.block), (rows.reshape(-1), out.reshape(-1)),
+        (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
+         elem.mantissa_bits, bf.integer, _nearest_constants(E4M3FN), _seed(rng),
+         _kernels.carrier_constants(f64), format_constants(elem, f64, True, "saturate")),
+        work=rows.size)
 
 
 def _prepare(x: object, fmt: BlockFormat | str, axis: int
@@ -318,6 +340,14 @@ def quantize(
     r, n = rows.shape
     nblocks = r * -(-n // bf.block)
     if not rows.size:
+        counts = np.zeros(4, np.int64)
+    elif (bf.two_level and not counting and arr.dtype == np.float32 and rule == "even"
+          and mode is RoundingMode.NEAREST_EVEN):
+        _run_nvfp4_f32(rows, out, bf)
+        counts = np.zeros(4, np.int64)
+    elif (mode is RoundingMode.STOCHASTIC and rng_bits is None and not counting
+          and arr.dtype == np.float32 and (rule == "even" or not bf.two_level)):
+        _run_stochastic_f32(rows, out, bf, rule, rng)
         counts = np.zeros(4, np.int64)
     elif p is not None:
         elem = bf.element

@@ -110,7 +110,8 @@ def explain(block: object, fmt: BlockFormat | str, *, scale_rounding: str | None
         raise ValueError(f"block must be 1-D with 1..{bf.block} elements for {bf.name}, got "
                          f"shape {x.shape}")
     rule = scale_rule(scale_rounding, bf)
-    ts = tensor_scale_of(_tensor_amax(x.reshape(1, -1), bf.block), bf) if bf.two_level else 1.0
+    amax = _tensor_amax(np.ascontiguousarray(x.reshape(1, -1)))
+    ts = tensor_scale_of(amax, bf) if bf.two_level else 1.0
     b = _quantize_blocks(x.reshape(1, -1), bf, rule, get_mode(mode), 0, ts)
     elem = bf.element
     lines = [f"{bf.name} block of {x.size} (element {elem.name}, max {elem.max:g}, emax "

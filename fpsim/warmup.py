@@ -68,6 +68,8 @@ def _mx_calls() -> list[tuple[str, Callable[[], object]]]:
 
     return [("mx quantize", lambda: mx.quantize(x, "mxfp8_e4m3")),
             ("mx quantize monitored", counted),
+            ("mx quantize stochastic", lambda: mx.quantize(x, "mxfp8_e4m3", mode="stochastic",
+                                                           rng=0)),
             ("nvfp4 quantize", lambda: mx.quantize(x, "nvfp4")),
             ("mx encode", lambda: mx.encode(x, "mxfp4_e2m1"))]
 

@@ -8,6 +8,7 @@ import pytest
 
 from fpsim import mx
 from fpsim.catalog import E4M3FN, E8M0FNU, FP16
+from fpsim.kernels import threads
 
 F32_MAX = np.float32(np.finfo(np.float32).max)
 
@@ -83,13 +84,14 @@ def test_a_valid_custom_block_format_quantizes_like_the_catalog_one():
 @pytest.mark.parametrize("name", ["nvfp4", "mxfp6_e2m3", "mxint8"])
 @pytest.mark.parametrize("mode", ["nearest_even", "toward_zero"])
 @pytest.mark.parametrize("shape", [(3, 1000), (5000,)])
-def test_the_chunked_path_equals_one_chunk_across_chunk_borders(monkeypatch, name, mode, shape):
+def test_blocks_split_over_threads_equal_one_block_range(monkeypatch, name, mode, shape):
     rng = np.random.default_rng(3)
     x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-8, 8, shape)).astype(np.float64)
-    x.reshape(-1)[-7] = 1e4  # the tensor amax in the last chunk: NVFP4's scale is global
+    x.reshape(-1)[-7] = 1e4  # the tensor amax in the last range: NVFP4's scale is global
     x.reshape(-1)[40] = np.nan
     whole = mx.quantize(x, name, mode=mode), mx.encode(x, name, mode=mode)
-    monkeypatch.setattr(mx, "_CHUNK", 64)
+    monkeypatch.setattr(threads, "PARALLEL_MIN", 64)  # the kernels' block ranges split
+    monkeypatch.setattr(threads, "_threads", 3)
     pieces = mx.quantize(x, name, mode=mode), mx.encode(x, name, mode=mode)
     np.testing.assert_array_equal(whole[0], pieces[0])
     def parts(encoded):

@@ -25,3 +25,7 @@ def test_warmup_mx_calls_run_the_fast_kernel_path():
 def test_warmup_tasks_cover_the_general_block_kernel_and_the_accumulator_models():
     labels = [label for label, _ in warmup.tasks()]
     assert {"nvfp4 quantize", "mx encode", "accumulator model"} <= set(labels)
+
+
+def test_warmup_tasks_cover_the_fused_stochastic_block_kernel():
+    assert "mx quantize stochastic" in [label for label, _ in warmup.tasks()]

@@ -163,3 +163,15 @@ def mx_blocks(src, dst, ecodes, scodes, lo, hi, n, block, two_level, tensor_scal
         if count:
             counts[3] += over > max_elem
     return counts
+
+
+@njit(nogil=True, cache=True)
+def finite_amax_bits(bits, lo, hi, abs_mask, inf_bits):
+    """The largest finite |x| of bits[lo:hi] (an integer view of float32 or float64 values)
+    as the integer of its bits (0 if none): |x|'s bits are monotone in |x|, NaN and inf lie
+    at or above ``inf_bits`` and count as 0 (an integer select and max: the loop vectorizes)."""
+    a = np.int64(0)
+    for i in range(lo, hi):
+        v = np.int64(bits[np.uint64(i)]) & abs_mask
+        a = max(a, v if v < inf_bits else np.int64(0))
+    return a

@@ -28,6 +28,7 @@ from nn.experiments.masters import findings as master_findings
 from nn.experiments.reconstruction import RECONSTRUCTION_DEFAULT, bf16_reconstruction
 from nn.experiments.reconstruction import findings as reconstruction_findings
 from nn.experiments.result import ExperimentResult
+from nn.experiments.rng_bits import FULL, NEAREST, RNG_BITS_DEFAULT, rng_bits_findings, rng_bits_lm
 from nn.experiments.statistics import CNN_DEFAULT, fp32_statistics
 from nn.experiments.statistics import findings as statistics_findings
 from nn.experiments.statistics_lm import findings_lm, fp32_statistics_lm
@@ -150,6 +151,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                "autoencoder)", "bf16 vs fp16", bf16_reconstruction, RECONSTRUCTION_DEFAULT,
                (Claim("mixed_bfloat16", FP32), Claim("mixed_bfloat16", SCALED)),
                reconstruction_findings),
+    Experiment("rng-bits", "stochastic rounding of pure-bf16 weight updates with 3, 8 or all "
+               "random bits vs nearest (the LM)", "stochastic rounding with enough random bits",
+               rng_bits_lm, RNG_BITS_DEFAULT,
+               (Claim(NEAREST, FULL), Claim("bf16 weights, SR 3 bits", FULL)),
+               rng_bits_findings),
     Experiment("underflow-sgd", "underflow from averaging, trained with SGD + momentum (300 "
                "steps)", "loss scaling", underflow_with_sgd, SGD_CONFIG,
                _UNDERFLOW_CLAIMS, underflow_findings),

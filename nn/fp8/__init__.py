@@ -8,7 +8,8 @@
 
 - recipes (``nn.fp8.recipes``): ``DelayedScaling``, ``CurrentScaling``, ``BlockScaling``
   (MX formats, NVFP4), ``TF32Inputs``; ``Float8BlockScaling`` (``nn.fp8.blockwise``:
-  1x128 and 128x128 fp8 tiles with float32 scales); per-tensor state ``nn.fp8.state.ScalingState``;
+  1x128 and 128x128 fp8 tiles with float32 scales); ``NVFP4BlockScaling`` (``nn.fp8.nvfp4``:
+  TE's NVFP4 training recipe, policy "nvfp4_te"); per-tensor state ``nn.fp8.state.ScalingState``;
 - where they apply (``nn.fp8.scope``): ``fp8_autocast(recipe)`` or a recipe policy
   (``nn.Policy("fp8_hybrid_delayed")``, "mxfp8", "nvfp4", "mixed_tf32", ...: ``POLICY_RECIPES``);
 - the quantized matmul (``nn.fp8.ops``) and its straight-through backward;
@@ -23,6 +24,7 @@ This package imports nothing of nn's ops at import time (nn.policy reads its tab
 """
 
 from nn.fp8.blockwise import Float8BlockScaling
+from nn.fp8.nvfp4 import NVFP4BlockScaling
 from nn.fp8.recipes import (
     POLICY_RECIPES,
     BlockScaling,
@@ -39,6 +41,7 @@ autocast = fp8_autocast  # ``nn.fp8.autocast(recipe)``, the short spelling
 
 __all__ = [
     "POLICY_RECIPES", "BlockScaling", "CurrentScaling", "DelayedScaling", "Float8BlockScaling",
+    "NVFP4BlockScaling",
     "Recipe",
     "ScalingState", "TF32Inputs", "TelemetryLog", "TensorRecord", "active_recipe", "autocast",
     "fp8_autocast", "get_recipe", "recipes_of",
