@@ -21,7 +21,7 @@ from fpsim.cli import Command, check_writable, positive_int
 from nn import experiments as ex
 from nn.engine import checks
 from nn.engine.blas import BLAS_THREADS, limit_blas
-from nn.experiments import replay, seeds
+from nn.experiments import replay, seeds, torch_backend
 from nn.experiments.result import loss_text
 from nn.losses import SparseCategoricalCrossentropy
 
@@ -486,8 +486,6 @@ def compare(args: argparse.Namespace) -> int:
 def _compare_torch(args: argparse.Namespace) -> None:
     """``--backend torch``: one experiment of nn.experiments.torch_backend.SUPPORTED, one seed,
     its table."""
-    from nn.experiments import torch_backend
-
     steps = args.steps if args.steps is not None else (ex.QUICK_STEPS if args.quick else None)
     if args.what_if:  # the LM of the experiment (or the default one), as _what_if
         config = ex.experiment(args.experiment).config if args.experiment in ex.EXPERIMENTS \

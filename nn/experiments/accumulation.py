@@ -22,9 +22,9 @@ import numpy as np
 
 import fpsim
 import nn
+import nn.experiments.progress as progress
 from nn import layers
 from nn.engine.tensor import Tensor
-from nn.experiments import progress
 from nn.experiments.cnn import CNNConfig, build_cnn, data_for, train_cnn
 from nn.experiments.result import ExperimentResult
 from nn.functions.conv import patches

@@ -26,10 +26,10 @@ import numpy as np
 
 import fpsim
 import nn
+import nn.experiments.progress as progress
 from fpsim.monitor import Monitor
 from nn import layers
 from nn.datasets import load_digits
-from nn.experiments import progress
 from nn.experiments.lm import LMRun, final_loss, first_nonfinite_step
 from nn.losses import SparseCategoricalCrossentropy
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 import nn
+import nn.experiments.progress as progress
 from nn.engine.checks import count
-from nn.experiments import progress
 from nn.experiments.lm import LMRun, final_loss, first_nonfinite_step
 from nn.experiments.progress import variant_bar
 from nn.experiments.result import ExperimentResult

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 import nn
+import nn.experiments.progress as progress
 from nn import layers
 from nn.datasets import text
-from nn.experiments import progress
 from nn.functions.accumulate import accumulator_format
 from nn.losses import SparseCategoricalCrossentropy
 from nn.models.model import Model

@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 import fpsim
-from nn.experiments import progress
+import nn.experiments.progress as progress
 from nn.experiments.cnn import CNNConfig, train_cnn
 from nn.experiments.result import ExperimentResult
 

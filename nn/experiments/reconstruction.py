@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 import nn
+import nn.experiments.progress as progress
 from nn.datasets import load_digits
-from nn.experiments import progress
 from nn.experiments.lm import LMRun, final_loss, first_nonfinite_step
 from nn.experiments.result import ExperimentResult
 from nn.losses import MeanSquaredError

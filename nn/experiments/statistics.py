@@ -21,8 +21,8 @@ import numpy as np
 
 import fpsim
 import nn
+import nn.experiments.progress as progress
 from nn.engine import sites
-from nn.experiments import progress
 from nn.experiments.cnn import CNNConfig, data_for, train_cnn
 from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics_lm import FP16_SQUARE_LIMIT

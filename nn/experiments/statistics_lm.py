@@ -13,7 +13,7 @@ import numpy as np
 
 import fpsim
 import nn
-from nn.experiments import progress
+import nn.experiments.progress as progress
 from nn.experiments.lm import LMConfig, build_lm, data_for, train_lm
 from nn.experiments.result import ExperimentResult
 

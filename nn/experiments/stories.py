@@ -25,7 +25,7 @@ import numpy as np
 
 import fpsim
 import nn
-from nn.experiments import progress
+import nn.experiments.progress as progress
 from nn.experiments.lm import LMConfig, LMRun, build_lm, data_for, train_lm
 from nn.experiments.result import ExperimentResult
 from nn.experiments.statistics_lm import (  # noqa: F401  (their former home: re-exported)

@@ -31,6 +31,7 @@ import numpy as np
 import fpsim
 from nn.datasets.text import VOCABULARY
 from nn.experiments.lm import LMConfig, LMRun, data_for, final_loss, first_nonfinite_step
+from nn.experiments.replay import START_SCALE, Replay, StepReplay, compare
 from nn.experiments.result import ExperimentResult
 from nn.experiments.table import EXPERIMENTS, FP32, SCALED, UNSCALED
 from nn.training.history import History
@@ -231,7 +232,6 @@ def what_if(config: LMConfig, steps: list[int], device: str = "cpu",
     import torch.nn.functional as F
 
     import fpsim.torch as ft
-    from nn.experiments.replay import START_SCALE, Replay, StepReplay, compare
 
     wanted = sorted(set(steps))
     if not wanted or wanted[0] < 0 or wanted[-1] >= config.steps:
