@@ -16,13 +16,11 @@ cast gives), then cast to fp8 with its own scale:
   rounded to the compute format; the bias gradient is the float32 sum of the rounded output
   gradient, rounded to the compute format.
 
-Scale rule (one state per tensor, ``ScalingState``; the rule of ``nn.fp8.state``, restated here
-because fpsim never imports nn, and tested against it): ``scale = fp8_max / amax / 2**margin``
-in float32 arithmetic (clamped to float32's max) when the amax is finite and > 0, else the
-previous scale; the amax history is a window of ``amax_history_len`` float32 values, position 0
-stages the current amax, "max" reduces the whole window, "most_recent" takes position 0, then
-the window rotates. Delayed scaling casts with the scale before its own update; current
-scaling updates first (history of one) and takes scale 1 for a zero or non-finite amax.
+Scale rule (one state per tensor, ``ScalingState``): ``fpsim.scaling``'s, the rule nn.fp8
+follows too (Transformer Engine's fused delayed-scaling update: a zero amax skips the update, a
+NaN amax is dropped by the max; current scaling takes the tensor's own amax, scale 1 for a
+zero or non-finite one). Delayed scaling casts with the scale before its own update; current
+scaling updates first. The amax skips NaN elements, as TE's cast kernels do.
 
 Amax reduction (``reduce_amax=True``, TE's default for its recipes): under an initialised
 ``torch.distributed`` the amax of every tensor is all-reduced with MAX over the ranks before
@@ -41,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fpsim import scaling
 from fpsim.catalog import E4M3FN, E5M2
 from fpsim.formats import Format
 from fpsim.monitor import is_active as monitor_is_active
@@ -52,8 +51,7 @@ FP8_FORMATS: dict[str, tuple[Format, Format]] = {
     "hybrid": (E4M3FN, E5M2),
     "e4m3": (E4M3FN, E4M3FN),
 }
-AMAX_ALGOS = ("max", "most_recent")
-_F32_MAX = np.float32(np.finfo(np.float32).max)
+AMAX_ALGOS = scaling.AMAX_ALGOS
 
 
 @dataclass(frozen=True)
@@ -98,47 +96,24 @@ PER_TENSOR_RECIPES: dict[str, PerTensorScaling] = {
 }
 
 
-def scale_from_amax(amax: float, fp8_max: float, margin: int, previous: float) -> float:
-    """``fp8_max / amax / 2**margin`` in float32 (clamped to float32's max) for a finite
-    amax > 0, else ``previous``."""
-    a = np.float32(amax)
-    if not (np.isfinite(a) and a > 0):
-        return previous
-    with np.errstate(over="ignore"):
-        s = np.float32(fp8_max) / a / np.float32(2.0**margin)
-    return float(min(s, _F32_MAX))
-
-
-class ScalingState:
-    """One tensor's scale, amax window and step count (the rule: the module docstring)."""
+class ScalingState(scaling.ScalingState):
+    """One tensor's scale, amax window and step count: ``fpsim.scaling.ScalingState`` (the rule
+    nn.fp8 follows) with the recipe it belongs to."""
 
     def __init__(self, recipe: PerTensorScaling, fmt: Format) -> None:
+        super().__init__(fmt.max, recipe.amax_history_len, recipe.amax_compute_algo,
+                         recipe.margin, fmt)
         self.recipe = recipe
-        self.fmt = fmt
-        self.scale = 1.0
-        self.amax_history = np.zeros(recipe.amax_history_len, dtype=np.float32)
-        self.steps = 0
-
-    def update(self, amax: float) -> float:
-        """Record this step's amax, recompute the scale, rotate the window; the new scale."""
-        h = self.amax_history
-        h[0] = np.float32(amax)
-        reduced = float(np.max(h) if self.recipe.amax_compute_algo == "max" else h[0])
-        self.scale = scale_from_amax(reduced, self.fmt.max, self.recipe.margin, self.scale)
-        rolled = np.roll(h, -1)
-        rolled[0] = 0.0
-        self.amax_history = rolled
-        self.steps += 1
-        return self.scale
-
-    def __repr__(self) -> str:
-        return f"ScalingState({self.fmt.name}, scale={self.scale:g}, steps={self.steps})"
+        self.fmt: Format = fmt
 
 
 def _amax(x: torch.Tensor, reduce: bool) -> float:
-    """max |x| (NaN if any is NaN; 0 if empty), all-reduced with MAX over the ranks when
-    ``reduce`` and torch.distributed is initialised."""
-    a = x.abs().amax().reshape(1) if x.numel() else x.new_zeros(1)
+    """max |x| as TE's cast kernels reduce it (``fmaxf``: NaN elements skipped, inf kept; 0 if
+    empty), all-reduced with MAX over the ranks when ``reduce`` and torch.distributed is
+    initialised."""
+    a = x.abs()
+    a = torch.where(torch.isnan(a), torch.zeros_like(a), a)
+    a = a.amax().reshape(1) if x.numel() else x.new_zeros(1)
     dist = torch.distributed
     if reduce and dist.is_available() and dist.is_initialized():
         dist.all_reduce(a, op=dist.ReduceOp.MAX)
@@ -151,9 +126,7 @@ def cast(x: torch.Tensor, state: ScalingState, site: str) -> tuple[torch.Tensor,
     recipe = state.recipe
     amax = _amax(x, recipe.reduce_amax)
     if recipe.current:
-        state.update(amax)
-        if not (np.isfinite(amax) and amax > 0):
-            state.scale = 1.0  # TE's current scaling: no usable amax, scale 1
+        state.current(amax)  # TE's current scaling: no usable amax gives scale 1
     scale = state.scale
     scaled = x.to(torch.float64) * scale  # exact: 24 x 24 bits < 53
     q = round_checked(scaled, state.fmt, RoundingMode.NEAREST_EVEN, None, True, "saturate",
