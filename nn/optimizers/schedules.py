@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from nn.engine.checks import number
+from nn.engine.registry import Registry
 
 
 def _steps(cls: str, name: str, value: Any, minimum: int = 1) -> Any:
@@ -151,23 +152,9 @@ class CosineDecay(LearningRateSchedule):
                 "warmup_target": self.warmup_target, "warmup_steps": self.warmup_steps}
 
 
-SCHEDULES = {cls.__name__: cls for cls in (ExponentialDecay, PiecewiseConstantDecay,
-                                           CosineDecay)}
-
-
-def serialize(schedule: LearningRateSchedule) -> dict[str, Any]:
-    """``{"class_name": ..., "config": ...}``."""
-    return {"class_name": type(schedule).__name__, "config": schedule.get_config()}
-
-
-def deserialize(config: dict[str, Any]) -> LearningRateSchedule:
-    """A schedule from ``serialize``'s output (the classes of this module)."""
-    name = config.get("class_name") if isinstance(config, dict) else None
-    if name not in SCHEDULES:
-        raise ValueError(f"not a serialized learning-rate schedule (class_name one of "
-                         f"{sorted(SCHEDULES)}): {config!r:.80}")
-    return SCHEDULES[name].from_config(dict(config.get("config", {})))
-
-
-__all__ = ["CosineDecay", "ExponentialDecay", "LearningRateSchedule", "PiecewiseConstantDecay",
-           "deserialize", "serialize"]
+SCHEDULES = Registry("learning-rate schedule")  # Keras's {"class_name", "config"} layout
+for _cls in (ExponentialDecay, PiecewiseConstantDecay, CosineDecay):
+    SCHEDULES.register(_cls)
+del _cls
+serialize = SCHEDULES.serialize
+deserialize = SCHEDULES.deserialize

@@ -33,6 +33,7 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 from fpsim import FP32
+from nn.engine.registry import Registry
 from nn.fp8.recipes import DelayedScaling
 from nn.precision.policy import Policy, global_policy
 
@@ -247,23 +248,13 @@ class DTypePolicyMap(DTypePolicy, MutableMapping):
                 f"{self.default_policy.name}, mapping={mapping}>")
 
 
-ALL_OBJECTS = {cls.__name__: cls for cls in (DTypePolicy, FloatDTypePolicy, QuantizedDTypePolicy,
-                                             QuantizedFloat8DTypePolicy, DTypePolicyMap)}
-
-
-def serialize(policy: DTypePolicy) -> dict[str, Any]:
-    """``{"class_name": ..., "config": ...}`` (Keras's layout, without its module fields)."""
-    return {"class_name": type(policy).__name__, "config": policy.get_config()}
-
-
-def deserialize(config: dict[str, Any]) -> DTypePolicy:
-    """A policy from ``serialize``'s output."""
-    name = config.get("class_name") if isinstance(config, dict) else None
-    if name not in ALL_OBJECTS:
-        raise ValueError(f"not a serialized dtype policy (class_name one of "
-                         f"{sorted(ALL_OBJECTS)}): {config!r:.80}")
-    policy: DTypePolicy = ALL_OBJECTS[name].from_config(dict(config.get("config", {})))
-    return policy
+ALL_OBJECTS = Registry("dtype policy")  # Keras's {"class_name", "config"} layout
+for _cls in (DTypePolicy, FloatDTypePolicy, QuantizedDTypePolicy, QuantizedFloat8DTypePolicy,
+             DTypePolicyMap):
+    ALL_OBJECTS.register(_cls)
+del _cls
+serialize = ALL_OBJECTS.serialize
+deserialize = ALL_OBJECTS.deserialize
 
 
 def get(identifier: Any) -> DTypePolicy:
