@@ -433,10 +433,11 @@ def check_compare_options(args: argparse.Namespace) -> None:
                          f"{allowed}")
     if kind == "what-if" and args.experiment != defaults["experiment"]:
         config = ex.default_config(args.experiment) if args.experiment in ex.EXPERIMENTS else None
-        if not isinstance(config, ex.LMConfig):
-            lms = [n for n, e in ex.EXPERIMENTS.items() if isinstance(e.config, ex.LMConfig)]
-            raise ValueError(f"--what-if replays a language-model experiment; --experiment "
-                             f"{args.experiment} is not one (those that are: {', '.join(lms)})")
+        if type(config) not in replay.FAMILIES:
+            models = [n for n, e in ex.EXPERIMENTS.items() if type(e.config) in replay.FAMILIES]
+            raise ValueError(f"--what-if replays an experiment of the language model or the "
+                             f"CNN; --experiment {args.experiment} is neither (those that are: "
+                             f"{', '.join(models)})")
 
 
 def compare(args: argparse.Namespace) -> int:

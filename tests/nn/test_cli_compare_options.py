@@ -46,11 +46,14 @@ def test_an_option_its_run_would_ignore_exits_2_naming_it_and_what_the_run_takes
     assert refused in err and takes in err, err
 
 
-def test_what_if_with_an_experiment_that_is_not_a_language_model_is_refused(capsys):
-    """(It used to replay the default language model instead, without a word.)"""
-    assert main(["compare", "--what-if", "--experiment", "statistics"]) == 2
-    err = capsys.readouterr().err
-    assert "--experiment statistics is not one" in err and "adam-state" in err, err
+def test_what_if_with_an_experiment_of_neither_replayed_model_is_refused(capsys):
+    """(It used to replay the default language model instead, without a word.) The replay
+    follows the language model and the CNN; fp8's MLP and the autoencoder are neither."""
+    for name in ("fp8", "reconstruction"):
+        assert main(["compare", "--what-if", "--experiment", name]) == 2
+        err = capsys.readouterr().err
+        assert f"--experiment {name} is neither" in err, err
+        assert "adam-state" in err and "statistics" in err, err
 
 
 def test_options_a_run_takes_pass_the_check():
@@ -62,5 +65,6 @@ def test_options_a_run_takes_pass_the_check():
                  ["--experiment", "bf16", "--steps", "3", "--seeds", "2", "--json", "r.json"],
                  ["--all", "--json", "r.json", "--resume", "--processes", "1"],
                  ["--what-if", "--experiment", "underflow", "--steps", "3"],
+                 ["--what-if", "--experiment", "statistics", "--steps", "3"],
                  ["--list"]):
         check_compare_options(parser.parse_args(argv))  # raises nothing
