@@ -10,6 +10,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import pkgutil
+import sys
 
 import numpy as np
 import pytest
@@ -39,6 +40,9 @@ def _modules() -> list[str]:
 @pytest.mark.parametrize("name", _modules())
 def test_docstring_examples_print_what_they_show(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # an example that saves a file (fpsim.plot's) writes it here
+    # doctest reads what sys.displayhook prints; a test that made an IPython shell earlier in
+    # this worker leaves IPython's hook there, which writes past doctest's capture
+    monkeypatch.setattr(sys, "displayhook", sys.__displayhook__)
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
