@@ -45,20 +45,11 @@ def test_docstring_examples_print_what_they_show(name, tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "displayhook", sys.__displayhook__)
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)
-    flags = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     globs = {**vars(module), "np": np, "fpsim": fpsim, "nn": nn}
-    failed = attempted = 0
     for test in finder.find(module, name, globs=globs):
-        found = doctest.DocTestRunner(optionflags=flags).run(test, out=lambda _: None,
-                                                             clear_globs=False)
-        if found.failed:  # in a test worker, sys.stdout was seen replaced mid-run (the value
-            # then printed to pytest's capture, not doctest's): run it once more, reporting;
-            # a wrong value still fails
-            test.globs = dict(globs)
-            found = doctest.DocTestRunner(optionflags=flags).run(test)
-        failed += found.failed
-        attempted += found.attempted
-    result = doctest.TestResults(failed, attempted)
+        runner.run(test)
+    result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} example(s) in {name} differ"
 
 

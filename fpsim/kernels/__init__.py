@@ -25,5 +25,16 @@ compiles a handful of small serial kernels, lazily, on the first call that needs
 background while ``portable`` answers).
 """
 
+import os as _os
+
+# numba colours its error messages when colorama is installed, and to do so swaps sys.stdout out
+# and back (colorama's init/deinit) thousands of times while it type-checks a kernel, even for
+# messages nobody sees. From the background compile thread (``lazy``) that races whoever else
+# redirects sys.stdout meanwhile (doctest, ``contextlib.redirect_stdout``, a notebook's capture):
+# the thread puts back the stream it saw, and their output goes astray. numba's own switch turns
+# the colouring off; it is read when numba is first imported, so it must be set before that. A
+# value the user set is kept.
+_os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+
 from fpsim.kernels import cache_lock as _cache_lock  # noqa: F401  (locks cache writes)
 from fpsim.kernels import notice as _notice  # noqa: F401  (registers the compile notice)

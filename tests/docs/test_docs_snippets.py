@@ -60,13 +60,6 @@ def _doctest(code: str, namespace: dict, where: str) -> None:
     hook, sys.displayhook = sys.displayhook, sys.__displayhook__
     try:
         runner.run(test, out=out.append, clear_globs=False)
-        if runner.failures and "Got nothing" in "".join(out):
-            # in a test worker, sys.stdout was seen replaced mid-run (the value then printed to
-            # pytest's capture, not doctest's): run the block once more; a wrong value still fails
-            runner = doctest.DocTestRunner(optionflags=runner.optionflags)
-            test = parser.get_doctest(code, namespace, where, where, 0)
-            out = []
-            runner.run(test, out=out.append, clear_globs=False)
     finally:
         sys.displayhook = hook
     namespace.update(test.globs)  # DocTest ran in a copy; later blocks see its names
