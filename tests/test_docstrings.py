@@ -40,8 +40,8 @@ def _modules() -> list[str]:
 @pytest.mark.parametrize("name", _modules())
 def test_docstring_examples_print_what_they_show(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # an example that saves a file (fpsim.plot's) writes it here
-    # doctest reads what sys.displayhook prints; a test that made an IPython shell earlier in
-    # this worker leaves IPython's hook there, which writes past doctest's capture
+    # doctest reads what sys.displayhook prints: Python's own hook, whatever an earlier test in
+    # this worker may have left there
     monkeypatch.setattr(sys, "displayhook", sys.__displayhook__)
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)

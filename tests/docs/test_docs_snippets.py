@@ -55,8 +55,8 @@ def _doctest(code: str, namespace: dict, where: str) -> None:
     test = parser.get_doctest(code, namespace, where, where, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     out: list[str] = []
-    # doctest reads what sys.displayhook prints; a test that made an IPython shell earlier in
-    # this worker leaves IPython's hook there, which writes past doctest's capture
+    # doctest reads what sys.displayhook prints: Python's own hook, whatever an earlier test in
+    # this worker may have left there
     hook, sys.displayhook = sys.displayhook, sys.__displayhook__
     try:
         runner.run(test, out=out.append, clear_globs=False)
