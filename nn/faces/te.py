@@ -20,15 +20,20 @@ accumulation. A TE option that nn does not model raises NotImplementedError nami
 
 from __future__ import annotations
 
+from contextvars import ContextVar, Token
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from nn.engine.random import global_generator
+from nn.engine.tensor import Tensor
 from nn.faces import te_recipe as recipe
+from nn.fp8.meta import ModuleScaling
 from nn.fp8.recipes import Recipe
 from nn.fp8.scope import fp8_autocast as _nn_fp8_autocast
+from nn.fp8.scope import owner_scope
+from nn.functions._common import autocast_inputs
 from nn.layers.core import Linear as _Linear
 
 common = SimpleNamespace(recipe=recipe)  # ``te.common.recipe``, TE's other import path
@@ -45,14 +50,26 @@ def get_default_fp8_recipe() -> Recipe:
     return _default[0]
 
 
+# the recipe of an enclosing ``autocast(enabled=False, calibrating=True)`` (TE's
+# ``FP8GlobalStateManager.is_fp8_calibration``); None in an fp8 block or outside calibration
+_CALIBRATING: ContextVar[Recipe | None] = ContextVar("te_calibrating", default=None)
+
+
 class autocast:  # noqa: N801 (TE's spelling)
     """TE's ``autocast(enabled=True, calibrating=False, recipe=None,
-    amax_reduction_group=None)``: every matmul inside runs under ``recipe``
-    (``get_default_fp8_recipe()`` when None); ``enabled=False`` runs them unquantized.
+    amax_reduction_group=None)``: the matmuls of TE's modules (``te.Linear``) inside run under
+    ``recipe`` (``get_default_fp8_recipe()`` when None); other layers run as outside the block,
+    as in TE, where only its modules quantize. ``enabled=False`` runs them unquantized.
 
-    ``calibrating=True`` with ``enabled=False`` is not supported (raises: nn does not collect
-    amaxes of unquantized matmuls). ``amax_reduction_group`` is accepted: one process, nothing
-    to reduce.
+    ``calibrating=True`` with ``enabled=False`` (TE's calibration): the matmuls run unquantized,
+    and each ``te.Linear`` forward records the amax of its input and of its weight into its
+    own delayed-scaling state (``layer.fp8_meta``): position 0 of the amax history, replaced by
+    each calibration forward (TE's ``Float8Quantizer.calibrate``), scale and window untouched;
+    the first fp8 forward afterwards still casts with the scale held before, and its update
+    (at the end of that forward, TE's update at the ``autocast`` exit) takes the larger of the
+    calibrated and its own amax. Current scaling and block recipes record nothing (as in TE);
+    gradients are never calibrated. With ``enabled=True``, ``calibrating`` changes nothing.
+    ``amax_reduction_group`` is accepted: one process, nothing to reduce.
     """
 
     def __init__(self, enabled: bool = True, calibrating: bool = False,
@@ -60,32 +77,31 @@ class autocast:  # noqa: N801 (TE's spelling)
         for name, value in (("enabled", enabled), ("calibrating", calibrating)):
             if not isinstance(value, bool):
                 raise TypeError(f"te.autocast: {name} must be True or False, got {value!r}")
-        if calibrating and not enabled:
-            raise NotImplementedError(
-                "te.autocast: calibrating=True (amax statistics of unquantized matmuls) is not "
-                "supported; run the calibration steps with enabled=True, or use "
-                "nn.fp8.DelayedScaling states directly")
         if recipe is not None and not isinstance(recipe, Recipe):
             raise TypeError(f"te.autocast: recipe must be a te.recipe recipe (DelayedScaling, "
-                            f"Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling), got "
-                            f"{recipe!r}")
+                            f"Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling, "
+                            f"NVFP4BlockScaling), got {recipe!r}")
         self.enabled, self.calibrating = enabled, calibrating
         self.recipe = get_default_fp8_recipe() if recipe is None else recipe
         self.amax_reduction_group = amax_reduction_group
-        self._block = _nn_fp8_autocast(self.recipe, enabled=enabled)
-        self._entered = False
+        self._block = _nn_fp8_autocast(self.recipe, enabled=enabled, modules=(Linear,))
+        self._token: Token[Recipe | None] | None = None
 
     def __enter__(self) -> autocast:
-        if self._entered:
+        if self._token is not None:
             raise RuntimeError("autocast context manager cannot be entered more than once "
                                "concurrently (as in Transformer Engine): make a new one")
         self._block.__enter__()
-        self._entered = True
+        calibrating = self.calibrating and not self.enabled
+        self._token = _CALIBRATING.set(self.recipe if calibrating else None)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._token is None:
+            raise RuntimeError("te.autocast: exited without being entered")
+        _CALIBRATING.reset(self._token)
+        self._token = None
         self._block.__exit__(*exc)
-        self._entered = False
 
 
 def fp8_autocast(enabled: bool = True, calibrating: bool = False,
@@ -97,8 +113,8 @@ def fp8_autocast(enabled: bool = True, calibrating: bool = False,
 
 
 _PARAMS_DTYPES = ("float32", "bfloat16", "float16")
-# TE's Linear options that change nothing on one emulated device, with their defaults; any other
-# value raises NotImplementedError naming it
+# TE's Linear options that change nothing on one emulated device, in TE's order with TE's
+# defaults; any other value raises NotImplementedError naming it and its default
 _TE_LINEAR_DEFAULTS: dict[str, object] = {
     "sequence_parallel": False, "fuse_wgrad_accumulation": False, "tp_group": None,
     "tp_size": 1, "get_rng_state_tracker": None, "rng_tracker_name": None,
@@ -106,6 +122,14 @@ _TE_LINEAR_DEFAULTS: dict[str, object] = {
     "ub_overlap_ag": False, "ub_overlap_rs": False, "ub_overlap_rs_dgrad": False,
     "ub_bulk_dgrad": False, "ub_bulk_wgrad": False, "ub_name": None,
     "delay_wgrad_compute": False, "symmetric_ar_type": None, "save_original_input": False,
+}
+_WHY = {  # what each option is for in TE, for the refusal
+    "sequence_parallel": "tensor parallelism", "tp_group": "tensor parallelism",
+    "tp_size": "tensor parallelism", "parallel_mode": "tensor parallelism",
+    "symmetric_ar_type": "tensor parallelism", "get_rng_state_tracker": "tensor parallelism",
+    "rng_tracker_name": "tensor parallelism", "fuse_wgrad_accumulation": "Megatron's main_grad",
+    "parameters_split": "split parameters", "return_bias": "a bias returned unadded",
+    "delay_wgrad_compute": "a delayed wgrad GEMM", "save_original_input": "a saved input",
 }
 
 
@@ -123,31 +147,62 @@ def _params_dtype(value: object) -> str:
     return text
 
 
+def _check_te_options(options: dict[str, object]) -> None:
+    for option, value in options.items():
+        default = _TE_LINEAR_DEFAULTS[option]
+        if value is default or (default is not None and value == default):
+            continue
+        why = _WHY.get(option, "userbuffers communication overlap")
+        raise NotImplementedError(
+            f"te.Linear: {option}={value!r} is not supported here (one emulated device, no "
+            f"{why}); only {option}={default!r}, TE's default, is")
+
+
 class Linear(_Linear):
-    """TE's ``Linear(in_features, out_features, ..., init_method=None, bias=True,
-    params_dtype=None, device="cuda", name=None)``: ``y = x @ weight.T + bias`` with
-    ``weight`` of shape (out_features, in_features).
+    """TE's ``Linear(in_features, out_features, sequence_parallel=False, ..., init_method=None,
+    bias=True, return_bias=False, params_dtype=None, ..., device="cuda", ..., name=None)`` (TE's
+    argument order): ``y = x @ weight.T + bias`` with ``weight`` of shape (out_features,
+    in_features).
 
     Initialisation as TE's: ``weight ~ N(0, 0.023)`` (``init_method_normal(0.023)``, TE's
     ``get_default_init_method``), ``bias`` zeros; ``init_method(weight)`` fills the weight
     (a float64 numpy array, in place) instead. ``params_dtype`` ("float32" default, as
     ``torch.get_default_dtype()``; "bfloat16", "float16") is the format of the parameters and
     of the layer's compute (nn's ``dtype`` policy). ``device`` is accepted (everything runs
-    on nn's CPU emulation); ``seed`` (ours) draws the initial weight from its own generator.
+    on nn's CPU emulation); ``seed`` (ours, keyword only) draws the initial weight from its
+    own generator. The parallelism and communication options (``tp_group``, ``tp_size``,
+    ``sequence_parallel``, ``parallel_mode``, ``ub_*``, ...) are accepted at TE's defaults;
+    any other value raises NotImplementedError naming the default.
+
+    ``fp8_meta``: the layer's own scaling state (``nn.fp8.meta.ModuleScaling``), as TE keeps it
+    in each module: two layers under one recipe object keep separate amax histories, and a
+    new recipe object of the same kind carries on from them. ``fp8_meta["scaling_fwd"]``
+    gives TE's arrays (``scale``, ``amax_history``; slots input, weight, output).
     """
 
-    def __init__(self, in_features: int, out_features: int, *,
-                 init_method: Any = None, bias: bool = True, params_dtype: Any = None,
-                 device: Any = "cuda", name: str | None = None, seed: int | None = None,
-                 **te_options: Any) -> None:
-        for option, value in te_options.items():
-            if option not in _TE_LINEAR_DEFAULTS:
-                raise TypeError(f"te.Linear got an unexpected keyword argument {option!r}")
-            if value != _TE_LINEAR_DEFAULTS[option]:
-                raise NotImplementedError(
-                    f"te.Linear: {option}={value!r} is not supported here (one emulated "
-                    f"device, no tensor parallelism); leave it at "
-                    f"{_TE_LINEAR_DEFAULTS[option]!r}")
+    def __init__(self, in_features: int, out_features: int,
+                 sequence_parallel: bool = False, fuse_wgrad_accumulation: bool = False,
+                 tp_group: Any = None, tp_size: int = 1, get_rng_state_tracker: Any = None,
+                 rng_tracker_name: str | None = None, init_method: Any = None,
+                 bias: bool = True, return_bias: bool = False, params_dtype: Any = None,
+                 parallel_mode: str | None = None, parameters_split: Any = None,
+                 device: Any = "cuda", ub_overlap_ag: bool = False, ub_overlap_rs: bool = False,
+                 ub_overlap_rs_dgrad: bool = False, ub_bulk_dgrad: bool = False,
+                 ub_bulk_wgrad: bool = False, ub_name: str | None = None,
+                 delay_wgrad_compute: bool = False, symmetric_ar_type: str | None = None,
+                 save_original_input: bool = False, name: str | None = None, *,
+                 seed: int | None = None) -> None:
+        _check_te_options({
+            "sequence_parallel": sequence_parallel,
+            "fuse_wgrad_accumulation": fuse_wgrad_accumulation, "tp_group": tp_group,
+            "tp_size": tp_size, "get_rng_state_tracker": get_rng_state_tracker,
+            "rng_tracker_name": rng_tracker_name, "return_bias": return_bias,
+            "parallel_mode": parallel_mode, "parameters_split": parameters_split,
+            "ub_overlap_ag": ub_overlap_ag, "ub_overlap_rs": ub_overlap_rs,
+            "ub_overlap_rs_dgrad": ub_overlap_rs_dgrad, "ub_bulk_dgrad": ub_bulk_dgrad,
+            "ub_bulk_wgrad": ub_bulk_wgrad, "ub_name": ub_name,
+            "delay_wgrad_compute": delay_wgrad_compute, "symmetric_ar_type": symmetric_ar_type,
+            "save_original_input": save_original_input})
         super().__init__(in_features, out_features, bias=bias,
                          dtype=_params_dtype(params_dtype), name=name, seed=seed)
         rng = np.random.default_rng(seed) if seed is not None else None
@@ -162,6 +217,16 @@ class Linear(_Linear):
         if self.bias is not None:
             self.bias.assign(np.zeros(self.out_features))
         self.device = device
+        self.fp8_meta = ModuleScaling()
+
+    def call(self, x: Tensor, training: bool = False) -> Tensor:
+        recipe = _CALIBRATING.get()
+        if recipe is not None:  # TE's ``if not fp8 and fp8_calibration``: amaxes of the GEMM
+            xs, ws = autocast_inputs("linear", x, self.read(self.weight))  # inputs as it sees them
+            with owner_scope(self):
+                for operand, t in (("input", xs), ("weight", ws)):
+                    recipe.calibrate(t.data, f"{self.name}/Linear/{operand}", "forward")
+        return super().call(x, training)
 
 
 __all__ = ["Linear", "autocast", "common", "fp8_autocast", "get_default_fp8_recipe", "recipe"]

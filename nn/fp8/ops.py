@@ -38,8 +38,9 @@ from fpsim import FP32
 from nn.engine import sites
 from nn.engine.autograd import Context, Function
 from nn.engine.tensor import Tensor
+from nn.fp8.meta import current_layer
 from nn.fp8.recipes import Recipe
-from nn.fp8.scope import Run, current_layer
+from nn.fp8.scope import Run, owner_scope
 from nn.functions._common import finish
 
 
@@ -82,7 +83,7 @@ class QuantizedMatMul(Function):
         va, inv_a = recipe.quantize(a, name_a, "forward", axis=-1)
         vb, inv_b = recipe.quantize(b, name_b, "forward", axis=-2)
         ctx.saved.update(recipe=recipe, site=site, names=names, relu=relu, va=va, vb=vb,
-                         inv=(inv_a, inv_b))
+                         inv=(inv_a, inv_b), owner=current_layer())
         z = _product(va, vb, inv_a, inv_b)
         if bias is not None:
             z += bias
@@ -91,6 +92,11 @@ class QuantizedMatMul(Function):
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        with owner_scope(ctx.saved["owner"]):  # the forward's layer owns the gradient's state
+            return QuantizedMatMul._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
         s = ctx.saved
         recipe: Recipe = s["recipe"]
         g = grad.data
