@@ -217,6 +217,12 @@ class ScalingState:
         held = self.amax_history[0]
         return held if np.isnan(held) or held > amax else amax
 
+    def stage(self, amax: float) -> None:
+        """A cast's amax held for a later ``update`` (TE's cast kernels ``atomicMaxFloat`` it
+        into position 0; the update runs at the end of the ``autocast`` block or backward):
+        position 0 keeps the larger; ``update(0.0)`` then applies it."""
+        self.amax_history[0] = self._staged(np.float32(amax))
+
     def calibrate(self, amax: float) -> None:
         """Calibration (no cast): ``amax`` replaces position 0 (TE's ``amax.copy_``); the
         scale, the rest of the window and the step count stay."""

@@ -20,16 +20,18 @@ accumulation. A TE option that nn does not model raises NotImplementedError nami
 
 from __future__ import annotations
 
+import contextlib
 from contextvars import ContextVar, Token
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from nn.engine.autograd import is_grad_enabled
 from nn.engine.random import global_generator
 from nn.engine.tensor import Tensor
 from nn.faces import te_recipe as recipe
-from nn.fp8.meta import ModuleScaling
+from nn.fp8.meta import UPDATES, Block, ModuleScaling, block_scope, deferring_block
 from nn.fp8.recipes import Recipe
 from nn.fp8.scope import fp8_autocast as _nn_fp8_autocast
 from nn.fp8.scope import owner_scope
@@ -86,6 +88,8 @@ class autocast:  # noqa: N801 (TE's spelling)
         self.amax_reduction_group = amax_reduction_group
         self._block = _nn_fp8_autocast(self.recipe, enabled=enabled, modules=(Linear,))
         self._token: Token[Recipe | None] | None = None
+        self._outermost = False
+        self._updates: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
     def __enter__(self) -> autocast:
         if self._token is not None:
@@ -94,14 +98,20 @@ class autocast:  # noqa: N801 (TE's spelling)
         self._block.__enter__()
         calibrating = self.calibrating and not self.enabled
         self._token = _CALIBRATING.set(self.recipe if calibrating else None)
+        self._outermost = deferring_block() is None
+        self._updates = block_scope(deferring_block() or Block())
+        self._updates.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._token is None:
             raise RuntimeError("te.autocast: exited without being entered")
+        self._updates.__exit__(None, None, None)
         _CALIBRATING.reset(self._token)
         self._token = None
         self._block.__exit__(*exc)
+        if self._outermost and self.enabled and is_grad_enabled():
+            UPDATES.flush("forward")  # TE's autocast_exit: the forward tensors' one update
 
 
 def fp8_autocast(enabled: bool = True, calibrating: bool = False,

@@ -21,7 +21,9 @@ TE's rules when a recipe reaches a module that already has state:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,6 +37,69 @@ _LAYER: contextvars.ContextVar[Any] = contextvars.ContextVar("nn_fp8_layer", def
 # TE's slots of ``fp8_meta["scaling_fwd"]`` and ``["scaling_bwd"]`` (a Linear's GEMM)
 SLOTS = {"scaling_fwd": ("input", "weight", "output"),
          "scaling_bwd": ("grad_output", "grad_input")}
+
+
+class Block:
+    """An outermost TE ``autocast`` block (nested ones share it): whether its first module has
+    run yet (TE's ``is_first_fp8_module``; that module's backward updates the gradients)."""
+
+    def __init__(self) -> None:
+        self.first = True
+
+    def take_first(self) -> bool:
+        """True for the first caller only."""
+        first, self.first = self.first, False
+        return first
+
+
+class DelayedUpdates:
+    """TE's global amax buffers of delayed scaling (``FP8GlobalStateManager``), for states a
+    module owns inside a TE ``autocast`` block: each cast stages its amax
+    (``ScalingState.stage``) and the state is updated later, once: forward tensors at the exit
+    of the outermost block when gradients are enabled (TE: ``torch.is_grad_enabled()``; under
+    ``no_grad`` the staged amaxes wait for the next such exit), gradients at the end of the
+    backward of the block's first module. Every cast of one tensor in one block uses the scale
+    the block started with; its one update takes the largest amax staged."""
+
+    def __init__(self) -> None:
+        self._staged: dict[str, dict[int, ScalingState]] = {"forward": {}, "backward": {}}
+
+    def stage(self, state: ScalingState, role: str, amax: float) -> None:
+        state.stage(amax)
+        self._staged[role][id(state)] = state
+
+    def replace(self, old: ScalingState, new: ScalingState) -> None:
+        """``new`` (a resized state) takes ``old``'s place in the buffers."""
+        for staged in self._staged.values():
+            if staged.pop(id(old), None) is not None:
+                staged[id(new)] = new
+
+    def flush(self, role: str) -> None:
+        """The update of every state of ``role`` staged since its last one (TE's fused
+        ``reduce_and_update_fp8_tensors``)."""
+        staged, self._staged[role] = self._staged[role], {}
+        for state in staged.values():
+            state.update(0.0)
+
+
+UPDATES = DelayedUpdates()  # one per process, as TE's FP8GlobalStateManager
+_BLOCK: contextvars.ContextVar[Block | None] = contextvars.ContextVar("nn_fp8_te_block",
+                                                                      default=None)
+
+
+def deferring_block() -> Block | None:
+    """The TE ``autocast`` block whose casts stage their amaxes here, else None."""
+    return _BLOCK.get()
+
+
+@contextlib.contextmanager
+def block_scope(block: Block | None) -> Iterator[None]:
+    """Casts inside stage their amaxes for ``block`` (None: they update at once)."""
+    token = _BLOCK.set(block)
+    try:
+        yield
+    finally:
+        _BLOCK.reset(token)
 
 
 def current_layer() -> Any:
@@ -83,6 +148,7 @@ class ModuleScaling:
             kept = found.amax_history[:fresh.history_len]
             fresh.amax_history = np.zeros(fresh.history_len, np.float32)
             fresh.amax_history[:kept.size] = kept
+            UPDATES.replace(found, fresh)
         self.states[operand] = fresh
         return fresh
 

@@ -49,7 +49,7 @@ from fpsim import BF16, E4M3FN, E5M2, FP32, TF32, Format
 from fpsim import mx as fpsim_mx
 from fpsim._names import unknown_name
 from nn.engine.checks import count, number
-from nn.fp8.meta import ModuleScaling, module_scaling
+from nn.fp8.meta import UPDATES, ModuleScaling, deferring_block, module_scaling
 from nn.fp8.state import (
     ScalingState,
     TelemetryLog,
@@ -277,7 +277,11 @@ class _PerTensor(Recipe):
         flushed = int(np.count_nonzero((x != 0) & (q == 0) & ~np.isnan(x)))
         self.log.append(TensorRecord(name, role, fmt.name, step, amax, scale, int(x.size),
                                      saturated, flushed))
-        if not self.current:
+        if self.current:
+            pass
+        elif deferring_block() is not None and module_scaling() is not None:
+            UPDATES.stage(state, role, tensor_amax(x))  # a TE module in a TE autocast block
+        else:
             state.update(tensor_amax(x))
         with np.errstate(divide="ignore", over="ignore"):
             inv = float(np.float32(1.0) / np.float32(scale))

@@ -77,10 +77,9 @@ def test_one_outlier_step_holds_the_scale_for_1023_steps_as_recorded_on_te():
     x = np.ones((1, 4), np.float32)
     outlier = np.full((1, 4), 100.0, np.float32)
     layer = te.Linear(4, 1, seed=0)
-    with te.fp8_autocast(fp8_recipe=recipe):
-        layer(nn.Tensor(outlier))
-        for _ in range(1023):
-            layer(nn.Tensor(x))
+    for step in range(1024):  # one autocast block per step, as a TE training loop
+        with te.fp8_autocast(fp8_recipe=recipe):
+            layer(nn.Tensor(outlier if step == 0 else x))
     state = layer.fp8_meta.states["input"]  # the module's own state, as TE keeps it
     assert state.scale == float(np.float32(448) / np.float32(100))
     with te.fp8_autocast(fp8_recipe=recipe):
@@ -297,8 +296,9 @@ def test_a_zero_input_step_leaves_the_delayed_state_as_it_was():
     layer = te.Linear(4, 2, seed=0, bias=False)
     with te.fp8_autocast(fp8_recipe=recipe):
         layer(nn.Tensor(np.full((1, 4), 2.0, np.float32)))
-        state = layer.fp8_meta.states["input"]
-        before = (state.scale, state.amax_history.copy())
+    state = layer.fp8_meta.states["input"]
+    before = (state.scale, state.amax_history.copy())
+    with te.fp8_autocast(fp8_recipe=recipe):
         layer(nn.Tensor(np.zeros((1, 4), np.float32)))
     assert state.scale == before[0] == 224.0
     np.testing.assert_array_equal(state.amax_history, before[1])

@@ -158,8 +158,14 @@ def test_an_fp8_block_inside_calibration_quantizes_and_does_not_calibrate():
     with te.autocast(enabled=False, calibrating=True, recipe=recipe):
         with te.autocast(enabled=True, recipe=recipe):
             layer(nn.Tensor(_x(2.0)))
-    assert recipe.log.records[0].scale == 1.0
-    assert layer.fp8_meta.states["input"].scale == 224.0  # updated, not staged
+            layer(nn.Tensor(_x(1.0)))  # the cast's amax is staged: max(2, 1), not replaced
+    assert [r.scale for r in recipe.log.records] == [1.0] * 4
+    # TE updates at the exit of the outermost block only if it is enabled: here it is not
+    state = layer.fp8_meta.states["input"]
+    assert (state.scale, state.amax_history[0]) == (1.0, 2.0)
+    with te.autocast(recipe=recipe):
+        layer(nn.Tensor(_x(0.5)))
+    assert state.scale == 224.0 and state.amax_history[-1] == 2.0
 
 
 # --- state owned by each module ----------------------------------------------------------------
@@ -236,3 +242,53 @@ def test_only_te_modules_quantize_inside_te_autocast():
     np.testing.assert_array_equal(bare_inside, bare_outside)
     assert {r.name.split("/")[0] for r in recipe.log.records} == {te_linear.name}
     assert not np.array_equal(inside, outside)  # the te.Linear inside the model ran in fp8
+
+
+# --- when the delayed-scaling states update (TE's global amax buffers) -------------------------
+def test_two_calls_in_one_block_cast_with_the_block_scale_and_update_once():
+    layer = te.Linear(8, 4, seed=14)
+    recipe = te.recipe.DelayedScaling(amax_history_len=4)
+    oracle = TEDelayedState(4)
+    xs = [_x(2.0), _x(8.0, seed=1), _x(3.0, seed=2)]
+    with te.autocast(recipe=recipe):
+        for x in xs[:2]:
+            layer(nn.Tensor(x))
+    with te.autocast(recipe=recipe):
+        layer(nn.Tensor(xs[2]))
+    scales = [r.scale for r in recipe.log.records if r.name.endswith("/input")]
+    assert scales == [1.0, 1.0, float(F32(448) / F32(8))]
+    oracle.h[0] = max(np.abs(xs[0]).max(), np.abs(xs[1]).max())  # both casts maxed into 0
+    assert oracle.cast_and_update(np.zeros(1)) == 1.0
+    oracle.cast_and_update(xs[2])
+    state = layer.fp8_meta.states["input"]
+    np.testing.assert_array_equal(state.amax_history, oracle.h)
+    assert state.scale == oracle.scale and state.steps == 2
+
+
+def test_blocks_without_gradients_do_not_update_and_their_amaxes_join_the_next_update():
+    layer = te.Linear(8, 4, seed=15)
+    recipe = te.recipe.DelayedScaling(amax_history_len=4)
+    _step(layer, _x(2.0), recipe=recipe)
+    with nn.no_grad(), te.autocast(recipe=recipe):  # an evaluation pass, as TE's test loops
+        layer(nn.Tensor(_x(100.0)))
+    state = layer.fp8_meta.states["input"]
+    assert (state.scale, state.amax_history[0]) == (224.0, 100.0)  # staged, not applied
+    _step(layer, _x(1.0), recipe=recipe)
+    assert recipe.log.records[-3].name.endswith("/input")
+    assert recipe.log.records[-3].scale == 224.0  # the training cast still used 224
+    assert state.scale == float(F32(448) / F32(100)) and list(state.amax_history) == [0, 0, 2,
+                                                                                      100]
+
+
+def test_gradient_states_update_once_at_the_end_of_the_block_backward():
+    layer = te.Linear(4, 4, seed=16)
+    recipe = te.recipe.DelayedScaling(amax_history_len=4)
+    with te.autocast(recipe=recipe):
+        y = layer(layer(nn.Tensor(_x(2.0, shape=(3, 4)))))  # one module, two calls
+    y.sum().backward()
+    grads = [r for r in recipe.log.records if r.name.endswith("grad_output")]
+    assert len(grads) == 2 and all(r.scale == 1.0 for r in grads)  # the block's scale
+    state = layer.fp8_meta.states["grad_output"]
+    amax = F32(max(r.amax for r in grads))
+    assert state.steps == 1 and state.scale == float(F32(57344) / amax)
+    assert list(state.amax_history) == [0, 0, 0, amax]
