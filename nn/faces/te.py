@@ -27,14 +27,16 @@ from typing import Any
 
 import numpy as np
 
+from fpsim import BF16, FP32
+from nn import functions as F
 from nn.engine.autograd import is_grad_enabled
 from nn.engine.random import global_generator
 from nn.engine.tensor import Tensor
 from nn.faces import te_recipe as recipe
 from nn.fp8.meta import UPDATES, Block, ModuleScaling, block_scope, deferring_block
 from nn.fp8.recipes import Recipe
+from nn.fp8.scope import active_run, owner_scope
 from nn.fp8.scope import fp8_autocast as _nn_fp8_autocast
-from nn.fp8.scope import owner_scope
 from nn.functions._common import autocast_inputs
 from nn.layers.core import Linear as _Linear
 
@@ -184,6 +186,9 @@ class Linear(_Linear):
     ``sequence_parallel``, ``parallel_mode``, ``ub_*``, ...) are accepted at TE's defaults;
     any other value raises NotImplementedError naming the default.
 
+    Under an fp8 recipe with float32 parameters the bias is rounded to bf16 before the GEMM
+    adds it, as TE does (cuBLAS takes no fp32 bias with fp8 inputs).
+
     ``fp8_meta``: the layer's own scaling state (``nn.fp8.meta.ModuleScaling``), as TE keeps it
     in each module: two layers under one recipe object keep separate amax histories, and a
     new recipe object of the same kind carries on from them. ``fp8_meta["scaling_fwd"]``
@@ -229,6 +234,25 @@ class Linear(_Linear):
         self.device = device
         self.fp8_meta = ModuleScaling()
 
+    def __call__(  # type: ignore[override]  # TE's forward order; nn passes training by name
+            self, inp: Any, is_first_microbatch: bool | None = None, fp8_output: bool = False,
+            fp8_grad: bool = False, training: bool | None = None) -> Tensor:
+        """TE's ``forward(inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False)``:
+        ``is_first_microbatch`` None or True (the weight is cast as every forward casts it);
+        False (reuse the weight cast of the first microbatch) and fp8 outputs or gradients are
+        refused. ``training`` is nn's (``Layer.__call__``)."""
+        if is_first_microbatch not in (None, True):
+            raise NotImplementedError(
+                f"te.Linear: is_first_microbatch={is_first_microbatch!r} (reuse the weight's fp8 "
+                "copy of the first microbatch) is not supported here; pass None or True: the "
+                "weight is cast at every forward")
+        for option, value in (("fp8_output", fp8_output), ("fp8_grad", fp8_grad)):
+            if value not in (None, False):
+                raise NotImplementedError(f"te.Linear: {option}={value!r} is not supported here "
+                                          "(outputs and gradients leave in the compute format); "
+                                          f"leave it False")
+        return super().__call__(inp, training=training)
+
     def call(self, x: Tensor, training: bool = False) -> Tensor:
         recipe = _CALIBRATING.get()
         if recipe is not None:  # TE's ``if not fp8 and fp8_calibration``: amaxes of the GEMM
@@ -236,7 +260,15 @@ class Linear(_Linear):
             with owner_scope(self):
                 for operand, t in (("input", xs), ("weight", ws)):
                     recipe.calibrate(t.data, f"{self.name}/Linear/{operand}", "forward")
-        return super().call(x, training)
+        if self.bias is None or active_run() is None or self.compute_format != FP32:
+            return super().call(x, training)
+        # a quantized GEMM with float32 activations: TE casts the bias to bf16 (cuBLAS takes no
+        # fp32 bias with fp8 inputs); the epilogue adds it to the fp32 accumulator
+        lead = x.shape[:-1]
+        x2 = x if x.ndim == 2 else F.reshape(x, (-1, self.in_features))
+        bias = F.cast(self.read(self.bias), BF16)
+        y = F.linear(x2, F.transpose(self.read(self.weight), None), bias)
+        return y if x.ndim == 2 else F.reshape(y, (*lead, self.out_features))
 
 
 __all__ = ["Linear", "autocast", "common", "fp8_autocast", "get_default_fp8_recipe", "recipe"]

@@ -199,3 +199,36 @@ def test_linear_refuses_every_other_value_naming_te_default(option):
                        match=rf"te.Linear: {option}=.* is not supported here .*only "
                              rf"{option}={default!r}, TE's default"):
         te.Linear(8, 4, **{option: NOT_DEFAULT[option]})
+
+
+# --- te.Linear's forward -----------------------------------------------------------------------
+@pytest.mark.parametrize("recipe", [R.DelayedScaling, R.Float8CurrentScaling, R.MXFP8BlockScaling],
+                         ids=lambda c: c.__name__)
+def test_linear_rounds_the_bias_to_bf16_under_fp8_with_float32_parameters_as_te(recipe):
+    import ml_dtypes
+
+    bias = np.float32([1 + 2.0**-12, -3.0 - 2.0**-10])  # neither is a bfloat16
+    layer = te.Linear(32, 2, init_method=lambda w: w.fill(0.0), seed=17)
+    layer.bias.assign(bias)
+    x = nn.Tensor(np.ones((2, 32), np.float32))
+    outside = layer(x).data
+    with te.autocast(recipe=recipe()):
+        inside = layer(x).data
+    np.testing.assert_array_equal(outside, np.broadcast_to(bias, (2, 2)))
+    want = bias.astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_array_equal(inside, np.broadcast_to(want, (2, 2)))
+    half = te.Linear(32, 2, params_dtype="bfloat16", init_method=lambda w: w.fill(0.0))
+    half.bias.assign(want)
+    with te.autocast(recipe=recipe()):
+        np.testing.assert_array_equal(half(x).data, np.broadcast_to(want, (2, 2)))
+
+
+def test_linear_forward_takes_te_arguments_and_refuses_cached_or_fp8_outputs():
+    layer = te.Linear(4, 2, seed=18)
+    x = nn.Tensor(np.ones((1, 4), np.float32))
+    np.testing.assert_array_equal(layer(x, True).data, layer(x, is_first_microbatch=None).data)
+    for kwargs, match in (({"is_first_microbatch": False}, "is_first_microbatch=False"),
+                          ({"fp8_output": True}, "fp8_output=True"),
+                          ({"fp8_grad": True}, "fp8_grad=True")):
+        with pytest.raises(NotImplementedError, match=match):
+            layer(x, **kwargs)
