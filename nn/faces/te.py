@@ -3,10 +3,12 @@
 has ``from transformer_engine.common import recipe``).
 
 It covers ``te.Linear``, ``te.autocast``, ``te.fp8_autocast`` and ``te.recipe.{Format,
-DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling}``, with TE's names,
-argument order and defaults (TE at commit d0067d0 of NVIDIA/TransformerEngine). Everything
-runs on nn's emulation (``nn.fp8``): the fp8 values are exact, the GEMM is modelled as fp32
-accumulation. A TE option that nn does not model raises NotImplementedError naming it.
+DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling,
+NVFP4BlockScaling}``, with TE's names, argument order and defaults (TE at commit d0067d0 of
+NVIDIA/TransformerEngine). Everything runs on nn's emulation (``nn.fp8``): the fp8 values are
+exact, the GEMM is modelled as fp32 accumulation. As in TE, each ``te.Linear`` owns the
+scaling state of its tensors (``layer.fp8_meta``) and a recipe is configuration. A TE option
+that nn does not model raises NotImplementedError naming it.
 
 >>> import numpy as np
 >>> from nn.faces import te
@@ -42,13 +44,14 @@ from nn.layers.core import Linear as _Linear
 
 common = SimpleNamespace(recipe=recipe)  # ``te.common.recipe``, TE's other import path
 
-_default: list[Recipe] = []  # the one default recipe of this process (its states persist)
+_default: list[Recipe] = []  # the one default recipe of this process (one telemetry log)
 
 
 def get_default_fp8_recipe() -> Recipe:
     """The recipe of an ``autocast`` without one: ``DelayedScaling()``, TE's default on Hopper
-    and Ada GPUs (TE picks MXFP8BlockScaling on Blackwell). One object per process, so the
-    scaling state carries from one ``autocast`` block to the next, as TE's modules keep it."""
+    and Ada GPUs (TE picks MXFP8BlockScaling on Blackwell). One object per process (TE makes a
+    new one each time; the modules keep the state either way), so its log covers every
+    default block."""
     if not _default:
         _default.append(recipe.DelayedScaling())
     return _default[0]
@@ -65,15 +68,21 @@ class autocast:  # noqa: N801 (TE's spelling)
     ``recipe`` (``get_default_fp8_recipe()`` when None); other layers run as outside the block,
     as in TE, where only its modules quantize. ``enabled=False`` runs them unquantized.
 
+    Delayed scaling updates as TE's global amax buffers do (``nn.fp8.meta.DelayedUpdates``):
+    every cast inside uses the scale its tensor had when the outermost block began and stages
+    its amax; the forward tensors update once at the exit of the outermost enabled block (only
+    with gradients on: an evaluation block under ``no_grad`` leaves the scales, its amaxes join
+    the next update), the gradients at the end of the backward of the block's first module.
+
     ``calibrating=True`` with ``enabled=False`` (TE's calibration): the matmuls run unquantized,
     and each ``te.Linear`` forward records the amax of its input and of its weight into its
     own delayed-scaling state (``layer.fp8_meta``): position 0 of the amax history, replaced by
     each calibration forward (TE's ``Float8Quantizer.calibrate``), scale and window untouched;
     the first fp8 forward afterwards still casts with the scale held before, and its update
-    (at the end of that forward, TE's update at the ``autocast`` exit) takes the larger of the
-    calibrated and its own amax. Current scaling and block recipes record nothing (as in TE);
-    gradients are never calibrated. With ``enabled=True``, ``calibrating`` changes nothing.
-    ``amax_reduction_group`` is accepted: one process, nothing to reduce.
+    (at that block's exit) takes the larger of the calibrated and its own amax. Current
+    scaling and block recipes record nothing (as in TE); gradients are never calibrated.
+    With ``enabled=True``, ``calibrating`` changes nothing. ``amax_reduction_group`` is
+    accepted: one process, nothing to reduce.
     """
 
     def __init__(self, enabled: bool = True, calibrating: bool = False,
