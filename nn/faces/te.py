@@ -39,7 +39,7 @@ from nn.fp8.meta import UPDATES, Block, ModuleScaling, block_scope, deferring_bl
 from nn.fp8.recipes import Recipe
 from nn.fp8.scope import active_run, owner_scope
 from nn.fp8.scope import fp8_autocast as _nn_fp8_autocast
-from nn.functions._common import autocast_inputs
+from nn.functions._common import autocast_lower
 from nn.layers.core import Linear as _Linear
 
 common = SimpleNamespace(recipe=recipe)  # ``te.common.recipe``, TE's other import path
@@ -265,7 +265,9 @@ class Linear(_Linear):
     def call(self, x: Tensor, training: bool = False) -> Tensor:
         recipe = _CALIBRATING.get()
         if recipe is not None:  # TE's ``if not fp8 and fp8_calibration``: amaxes of the GEMM
-            xs, ws = autocast_inputs("linear", x, self.read(self.weight))  # inputs as it sees them
+            # the GEMM's operands as F.linear hands them on: inside nn.autocast in its format
+            # (CAST_POLICY runs "linear" low on every device), else as they are
+            xs, ws = autocast_lower(x, self.read(self.weight))
             with owner_scope(self):
                 for operand, t in (("input", xs), ("weight", ws)):
                     recipe.calibrate(t.data, f"{self.name}/Linear/{operand}", "forward")

@@ -120,6 +120,20 @@ def test_calibration_stages_the_last_amaxes_and_the_first_fp8_update_uses_them_a
     assert used[0][0] == 1.0 and used[1][0] == float(F32(448) / F32(5))
 
 
+def test_calibration_inside_bf16_autocast_records_the_amaxes_of_the_bf16_operands():
+    import ml_dtypes
+
+    layer = te.Linear(8, 4, seed=19, init_method=lambda w: w.fill(1 + 2.0**-12))
+    x = _x(1 + 2.0**-11)  # neither amax is a bfloat16
+    # TE's Gemma tutorial: te.autocast(enabled=False, calibrating=True) inside torch.autocast
+    with nn.autocast("cpu", dtype="bfloat16"), te.autocast(enabled=False, calibrating=True,
+                                                          recipe=te.recipe.DelayedScaling()):
+        layer(nn.Tensor(x))
+    fwd = layer.fp8_meta["scaling_fwd"].amax_history[0]
+    want = [np.float32(ml_dtypes.bfloat16(a)) for a in (1 + 2.0**-11, 1 + 2.0**-12)]
+    assert list(fwd[:2]) == want == [1.0, 1.0]
+
+
 def test_calibration_without_a_recipe_then_fp8_without_one_as_te_mnist_example():
     layer = te.Linear(8, 4, seed=3)
     x = _x(4.0)
