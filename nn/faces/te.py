@@ -282,4 +282,46 @@ class Linear(_Linear):
         return y if x.ndim == 2 else F.reshape(y, (*lead, self.out_features))
 
 
-__all__ = ["Linear", "autocast", "common", "fp8_autocast", "get_default_fp8_recipe", "recipe"]
+def get_default_recipe() -> Recipe:
+    """TE's newer name of ``get_default_fp8_recipe``."""
+    return get_default_fp8_recipe()
+
+
+def _available(return_reason: bool = False) -> bool | tuple[bool, str]:
+    """TE's ``is_*_available(return_reason=False)``: True (with reason "") for every recipe,
+    which the emulation runs on any machine."""
+    if not isinstance(return_reason, bool):
+        raise TypeError(f"return_reason must be True or False, got {return_reason!r}")
+    return (True, "") if return_reason else True
+
+
+is_fp8_available = is_mxfp8_available = _available
+is_fp8_block_scaling_available = is_nvfp4_available = _available
+
+_MODULES_HERE = "the face has te.Linear only"
+_NOT_HERE = {  # TE names the face lacks -> what to write instead
+    "LayerNorm": "nn.LayerNorm (or the PyTorch face's torch.nn.LayerNorm)",
+    "RMSNorm": "an RMS norm written with nn's ops",
+    "LayerNormLinear": "nn.LayerNorm followed by te.Linear",
+    "LayerNormMLP": "nn.LayerNorm and two te.Linear with an activation between",
+    "GroupedLinear": "one te.Linear per group",
+    "DotProductAttention": "nn.MultiHeadAttention (attention runs in high precision)",
+    "MultiheadAttention": "nn.MultiHeadAttention (attention runs in high precision)",
+    "TransformerLayer": "a block built from nn's layers and te.Linear",
+    "quantized_model_init": "fp32 master weights (fp8 parameters are not modelled)",
+    "fp8_model_init": "fp32 master weights (fp8 parameters are not modelled)",
+    "make_graphed_callables": "plain calls (there are no CUDA graphs)",
+    "checkpoint": "plain calls (activation recomputation is not modelled)",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NOT_HERE:
+        raise AttributeError(f"te.{name} is not in nn's Transformer Engine face "
+                             f"({_MODULES_HERE}); write {_NOT_HERE[name]}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Linear", "autocast", "common", "fp8_autocast", "get_default_fp8_recipe",
+           "get_default_recipe", "is_fp8_available", "is_fp8_block_scaling_available",
+           "is_mxfp8_available", "is_nvfp4_available", "recipe"]

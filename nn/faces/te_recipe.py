@@ -382,5 +382,13 @@ class NVFP4BlockScaling(_NVFP4Recipe):
                 f"disable_2d_quantization={not self.two_d}")
 
 
+def __getattr__(name: str) -> Any:
+    if name == "CustomRecipe":
+        raise AttributeError("te.recipe.CustomRecipe (quantizer factories) is not in nn's "
+                             "Transformer Engine face; subclass nn.fp8.Recipe (its quantize "
+                             "method) and pass it to te.autocast")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = ["DelayedScaling", "Float8BlockScaling", "Float8CurrentScaling", "Format", "MMParams",
            "MXFP8BlockScaling", "NVFP4BlockScaling", "QParams"]

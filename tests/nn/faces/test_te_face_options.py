@@ -232,3 +232,22 @@ def test_linear_forward_takes_te_arguments_and_refuses_cached_or_fp8_outputs():
                           ({"fp8_grad": True}, "fp8_grad=True")):
         with pytest.raises(NotImplementedError, match=match):
             layer(x, **kwargs)
+
+
+# --- TE's other names ---------------------------------------------------------------------------
+def test_availability_checks_answer_true_as_on_a_gpu_that_runs_every_recipe():
+    for check in (te.is_fp8_available, te.is_mxfp8_available, te.is_fp8_block_scaling_available,
+                  te.is_nvfp4_available):
+        assert check() is True and check(return_reason=True) == (True, "")
+    assert te.get_default_recipe() is te.get_default_fp8_recipe()
+
+
+@pytest.mark.parametrize("name,ours", [("LayerNormLinear", "nn.LayerNorm followed by te.Linear"),
+                                       ("DotProductAttention", "nn.MultiHeadAttention"),
+                                       ("quantized_model_init", "fp32 master weights")])
+def test_te_modules_the_face_lacks_raise_naming_ours(name, ours):
+    with pytest.raises(AttributeError, match=rf"te.{name} is not in .*{ours}"):
+        getattr(te, name)
+    with pytest.raises(AttributeError, match="subclass nn.fp8.Recipe"):
+        te.recipe.CustomRecipe  # noqa: B018
+    assert not hasattr(te, "no_such_name")
