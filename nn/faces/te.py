@@ -73,6 +73,8 @@ class autocast:  # noqa: N801 (TE's spelling)
     its amax; the forward tensors update once at the exit of the outermost enabled block (only
     with gradients on: an evaluation block under ``no_grad`` leaves the scales, its amaxes join
     the next update), the gradients at the end of the backward of the block's first module.
+    So, as TE requires, wrap each forward step in its own block (a whole training loop in one
+    block would update only at its end).
 
     ``calibrating=True`` with ``enabled=False`` (TE's calibration): the matmuls run unquantized,
     and each ``te.Linear`` forward records the amax of its input and of its weight into its

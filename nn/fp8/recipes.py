@@ -277,12 +277,11 @@ class _PerTensor(Recipe):
         flushed = int(np.count_nonzero((x != 0) & (q == 0) & ~np.isnan(x)))
         self.log.append(TensorRecord(name, role, fmt.name, step, amax, scale, int(x.size),
                                      saturated, flushed))
-        if self.current:
-            pass
-        elif deferring_block() is not None and module_scaling() is not None:
-            UPDATES.stage(state, role, tensor_amax(x))  # a TE module in a TE autocast block
-        else:
-            state.update(tensor_amax(x))
+        if not self.current:
+            if deferring_block() is not None and module_scaling() is not None:
+                UPDATES.stage(state, role, tensor_amax(x))  # a TE module in a TE block
+            else:
+                state.update(tensor_amax(x))
         with np.errstate(divide="ignore", over="ignore"):
             inv = float(np.float32(1.0) / np.float32(scale))
         return q.astype(x.dtype), inv
