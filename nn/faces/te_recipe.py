@@ -172,10 +172,12 @@ class Float8CurrentScaling(_CurrentRecipe):
     each cast scaled by ``fp8_max / amax`` of the tensor itself (TE's
     ``compute_scale_from_amax``), cast as ``float32(x * scale)`` then fp8.
 
-    ``use_power_2_scales`` sets the power-of-two rounding of every tensor's scale (TE keeps
-    it in ``fp8_quant_fwd_inp`` etc., ``QParams``, whose default comes from the environment
-    variable NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); ``amax_epsilon`` (keyword, ours: TE
-    sets it through those QParams) is the floor of the amax.
+    ``use_power_2_scales`` sets the power-of-two rounding of every tensor's scale (TE's
+    quantizers read it from the recipe: ``force_pow_2_scales=recipe.use_power_2_scales``; its
+    default comes from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES, unset here); ``amax_epsilon``
+    (keyword, ours; TE's current-scaling quantizers use 0, the default) is the floor of the
+    amax. ``fp8_quant_fwd_inp`` etc. show both (TE's are class attributes set from the
+    environment).
     """
 
     fp32_product = True
