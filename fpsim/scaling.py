@@ -16,7 +16,12 @@ gradient). ``update(amax)`` is Transformer Engine's fused amax-and-scale update 
 - ``scale = scaled_max / amax`` in float32 with ``scaled_max = float32(fp8_max * 2**-margin)``
   when that amax is finite and > 0, else the previous scale; an inf quotient becomes
   float32's max;
-- the initial scale is 1.
+- the initial scale is 1;
+- ``calibrate(amax)`` (TE's ``Float8Quantizer.calibrate``, run by a module's forward under
+  ``autocast(enabled=False, calibrating=True)``) writes the amax into position 0 and changes
+  nothing else; the next ``update`` stages the larger of it and its own amax there (TE's cast
+  kernels ``atomicMaxFloat`` into that slot, a NaN staying NaN), so the calibrated amax
+  reaches the first scale computed after it.
 
 ``amax_compute_algo`` may also be a callable (TE's unfused Python path,
 ``_amax_and_scale_update``): it gets the window (a float32 array, the current amax at
@@ -190,7 +195,7 @@ class ScalingState:
     def update(self, amax: float) -> float:
         """Record this step's ``amax``, recompute the scale, rotate the window (TE's fused update;
         the unfused one for a callable algorithm); returns the new scale."""
-        a = np.float32(amax)
+        a = self._staged(np.float32(amax))
         self.steps += 1
         if callable(self.algo):
             self.amax_history[0] = a
@@ -205,6 +210,23 @@ class ScalingState:
         self._roll(a)
         self.scale = scale_from_amax(reduced, self.fp8_max, self.margin, self.scale)
         return self.scale
+
+    def _staged(self, amax: np.float32) -> np.float32:
+        """The amax in position 0 once this step's cast has maxed into it (``atomicMaxFloat``
+        on the bits of two values >= 0: a NaN wins); position 0 is 0 unless calibrated."""
+        held = self.amax_history[0]
+        return held if np.isnan(held) or held > amax else amax
+
+    def stage(self, amax: float) -> None:
+        """A cast's amax held for a later ``update`` (TE's cast kernels ``atomicMaxFloat`` it
+        into position 0; the update runs at the end of the ``autocast`` block or backward):
+        position 0 keeps the larger; ``update(0.0)`` then applies it."""
+        self.amax_history[0] = self._staged(np.float32(amax))
+
+    def calibrate(self, amax: float) -> None:
+        """Calibration (no cast): ``amax`` replaces position 0 (TE's ``amax.copy_``); the
+        scale, the rest of the window and the step count stay."""
+        self.amax_history[0] = np.float32(amax)
 
     def current(self, amax: float, power_2: bool = False, epsilon: float = 0.0) -> float:
         """Current scaling: the scale from this tensor's own ``amax`` (``current_scale``), kept

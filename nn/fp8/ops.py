@@ -36,10 +36,11 @@ import numpy as np
 
 from fpsim import FP32
 from nn.engine import sites
-from nn.engine.autograd import Context, Function
+from nn.engine.autograd import Context, Function, is_grad_enabled
 from nn.engine.tensor import Tensor
+from nn.fp8.meta import UPDATES, ModuleScaling, block_scope, current_layer, deferring_block
 from nn.fp8.recipes import Recipe
-from nn.fp8.scope import Run, current_layer
+from nn.fp8.scope import Run, owner_scope
 from nn.functions._common import finish
 
 
@@ -76,13 +77,14 @@ class QuantizedMatMul(Function):
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
                 recipe: Recipe | None = None, site: str = "", names: tuple[str, str] = ("a", "b"),
-                relu: bool = False) -> np.ndarray:
+                relu: bool = False, update_backward: bool = False) -> np.ndarray:
         assert recipe is not None
         name_a, name_b = (sites.fp8_tensor(site, n) for n in names)
         va, inv_a = recipe.quantize(a, name_a, "forward", axis=-1)
         vb, inv_b = recipe.quantize(b, name_b, "forward", axis=-2)
         ctx.saved.update(recipe=recipe, site=site, names=names, relu=relu, va=va, vb=vb,
-                         inv=(inv_a, inv_b))
+                         inv=(inv_a, inv_b), owner=current_layer(), block=deferring_block(),
+                         update_backward=update_backward)
         z = _product(va, vb, inv_a, inv_b)
         if bias is not None:
             z += bias
@@ -91,6 +93,16 @@ class QuantizedMatMul(Function):
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        s = ctx.saved
+        # the forward's layer owns the gradient's state; its TE block (if any) defers updates
+        with owner_scope(s["owner"]), block_scope(s["block"]):
+            grads = QuantizedMatMul._backward(ctx, grad)
+        if s["update_backward"]:  # TE's first module: the end of the block's backward
+            UPDATES.flush("backward")
+        return grads
+
+    @staticmethod
+    def _backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
         s = ctx.saved
         recipe: Recipe = s["recipe"]
         g = grad.data
@@ -128,6 +140,18 @@ class QuantizedMatMul(Function):
         return grads
 
 
+def _updates_backward(*inputs: Tensor) -> bool:
+    """Whether this matmul's backward ends a TE block's backward: the first one of a TE module
+    in the block that records a graph (TE's ``_check_fp8_reduce_and_update``)."""
+    block = deferring_block()
+    if block is None or not isinstance(getattr(current_layer(), "fp8_meta", None),
+                                       ModuleScaling):
+        return False
+    if not (is_grad_enabled() and any(t.requires_grad for t in inputs)):
+        return False
+    return block.take_first()
+
+
 def _site(run: Run, op_name: str) -> str:
     """The op site of this use, claimed by the layer running it (``Recipe.claim``)."""
     site = run.op_site(op_name)
@@ -138,7 +162,8 @@ def _site(run: Run, op_name: str) -> str:
 
 def matmul(run: Run, a: Tensor, b: Tensor) -> Tensor:
     """``a @ b`` under the run's recipe (operands named "a" and "b")."""
-    return QuantizedMatMul.apply(a, b, recipe=run.recipe, site=_site(run, "MatMul"))
+    return QuantizedMatMul.apply(a, b, recipe=run.recipe, site=_site(run, "MatMul"),
+                                 update_backward=_updates_backward(a, b))
 
 
 def linear(run: Run, x: Tensor, w: Tensor, b: Tensor | None = None, activation: Any = None
@@ -146,4 +171,5 @@ def linear(run: Run, x: Tensor, w: Tensor, b: Tensor | None = None, activation: 
     """``relu?(x @ w + b)`` under the run's recipe (operands "input" and "weight")."""
     inputs = (x, w) if b is None else (x, w, b)
     return QuantizedMatMul.apply(*inputs, recipe=run.recipe, site=_site(run, "Linear"),
-                                 names=("input", "weight"), relu=activation == "relu")
+                                 names=("input", "weight"), relu=activation == "relu",
+                                 update_backward=_updates_backward(*inputs))

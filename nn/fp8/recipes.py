@@ -49,6 +49,7 @@ from fpsim import BF16, E4M3FN, E5M2, FP32, TF32, Format
 from fpsim import mx as fpsim_mx
 from fpsim._names import unknown_name
 from nn.engine.checks import count, number
+from nn.fp8.meta import UPDATES, ModuleScaling, deferring_block, module_scaling
 from nn.fp8.state import (
     ScalingState,
     TelemetryLog,
@@ -105,6 +106,12 @@ class Recipe:
         tensor's state and log rows; ``axis`` is the inner dimension (block recipes)."""
         raise NotImplementedError
 
+    def calibrate(self, x: np.ndarray, name: str, role: str) -> None:
+        """Record what a cast of ``x`` would, without casting (TE's ``Quantizer.calibrate``,
+        run under ``autocast(enabled=False, calibrating=True)``): nothing, except for delayed
+        scaling, whose state keeps the amax (``ScalingState.calibrate``)."""
+        _role(role)
+
     def config(self) -> tuple[object, ...]:
         """The settings that make two recipes compute alike (for Policy equality)."""
         return (type(self).__name__,)
@@ -125,8 +132,8 @@ class Recipe:
         layers of one name would update one amax history. That raises ValueError here. A
         state whose layer no longer exists is dropped: a new layer of that name starts fresh.
         States restored by ``load_state_dict`` go to the first layer that uses them."""
-        if owner is None:
-            return
+        if owner is None or isinstance(getattr(owner, "fp8_meta", None), ModuleScaling):
+            return  # (a layer that keeps its own states: a shared name mixes nothing)
         ref = self._owners.get(site)
         if ref is not None:
             held = ref()
@@ -239,7 +246,12 @@ class _PerTensor(Recipe):
         return out
 
     def state(self, name: str, role: str) -> ScalingState:
-        """The state of tensor ``name`` (made on first use)."""
+        """The state of tensor ``name`` (made on first use): kept by the layer running the
+        matmul if it has its own ``fp8_meta`` (``nn.fp8.meta``: TE's modules), else here in
+        ``states``."""
+        meta = module_scaling()
+        if meta is not None:
+            return meta.state(name.rpartition("/")[2], role, self)
         found = self.states.get(name)
         if found is None:
             found = self.states[name] = self.new_state(role)
@@ -266,10 +278,19 @@ class _PerTensor(Recipe):
         self.log.append(TensorRecord(name, role, fmt.name, step, amax, scale, int(x.size),
                                      saturated, flushed))
         if not self.current:
-            state.update(tensor_amax(x))
+            if deferring_block() is not None and module_scaling() is not None:
+                UPDATES.stage(state, role, tensor_amax(x))  # a TE module in a TE block
+            else:
+                state.update(tensor_amax(x))
         with np.errstate(divide="ignore", over="ignore"):
             inv = float(np.float32(1.0) / np.float32(scale))
         return q.astype(x.dtype), inv
+
+    def calibrate(self, x: np.ndarray, name: str, role: str) -> None:
+        """Delayed scaling: ``max |x|`` (NaN if x holds one, as TE's ``aminmax``) replaces the
+        staged amax of the tensor's state; current scaling records nothing (as in TE)."""
+        if not self.current:
+            self.state(name, role).calibrate(_amax(x))
 
     def _algo_name(self) -> object:
         algo = self.amax_compute_algo

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nn.engine import sites
+from nn.fp8.meta import _LAYER
 from nn.fp8.recipes import DelayedScaling, Recipe, get_recipe
 
 
@@ -37,10 +38,16 @@ class Run:
     """One forward pass under a recipe: the recipe and how often each op site was used.
     ``recipe`` None: an ``fp8_autocast(enabled=False)`` block (no recipe, policies ignored)."""
 
-    def __init__(self, recipe: Recipe | None, explicit: bool) -> None:
+    def __init__(self, recipe: Recipe | None, explicit: bool,
+                 modules: tuple[type, ...] | None = None) -> None:
         self.recipe = recipe
         self.explicit = explicit  # from fp8_autocast (beats layer policies)
+        self.modules = modules  # only the matmuls of these layer types (None: every matmul)
         self._uses: dict[str, int] = {}
+
+    def covers(self, layer: Any) -> bool:
+        """Whether the matmuls run by ``layer`` (None: outside any layer) are this run's."""
+        return self.modules is None or isinstance(layer, self.modules)
 
     def new_pass(self) -> None:
         """Start counting op uses again: a new forward pass inside the same block."""
@@ -55,25 +62,23 @@ class Run:
 
 
 _RUN: contextvars.ContextVar[Run | None] = contextvars.ContextVar("nn_fp8_run", default=None)
-# the innermost layer being called: the owner of the op sites it runs (``Recipe.claim``)
-_LAYER: contextvars.ContextVar[Any] = contextvars.ContextVar("nn_fp8_layer", default=None)
-
-
-def current_layer() -> Any:
-    """The innermost layer whose call is running here (None outside any layer)."""
-    return _LAYER.get()
+# (the innermost layer being called, ``_LAYER``, lives in nn.fp8.meta: it owns the op sites it
+# runs, ``Recipe.claim``, and a layer with its own ``fp8_meta`` the states of their tensors)
 
 
 def active_run() -> Run | None:
     """The recipe run of this thread's innermost fp8 scope, else None (also inside
     ``fp8_autocast(enabled=False)``)."""
     run = _RUN.get()
-    return None if run is None or run.recipe is None else run
+    if run is None or run.recipe is None or not run.covers(_LAYER.get()):
+        return None
+    return run
 
 
 def active_recipe() -> Recipe | None:
-    """The recipe matmuls run under here, else None."""
-    run = active_run()
+    """The recipe of this thread's innermost fp8 scope, else None (also inside
+    ``fp8_autocast(enabled=False)``); a block of ``modules=`` gives its recipe everywhere."""
+    run = _RUN.get()
     return None if run is None else run.recipe
 
 
@@ -89,6 +94,10 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
         has TE's argument order and one default recipe per process.)
     enabled:
         False runs the block without any recipe (switching off an enclosing one).
+    modules:
+        Layer types whose matmuls the block quantizes (None, the default: every matmul). The
+        Transformer Engine face passes its modules: in TE only TE's modules run in fp8 inside
+        ``autocast``; other layers run there as outside the block.
 
     Blocks nest; an inner block of the same recipe continues the outer pass.
 
@@ -98,7 +107,12 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
     True
     """
 
-    def __init__(self, recipe: Recipe | str | None = None, enabled: bool = True) -> None:
+    def __init__(self, recipe: Recipe | str | None = None, enabled: bool = True,
+                 modules: tuple[type, ...] | None = None) -> None:
+        if modules is not None and not (isinstance(modules, tuple) and modules
+                                        and all(isinstance(t, type) for t in modules)):
+            raise TypeError(f"fp8_autocast: modules must be None or a tuple of layer classes, "
+                            f"got {modules!r}")
         if not isinstance(enabled, bool):
             raise TypeError(f"fp8_autocast: enabled must be True or False, got {enabled!r}")
         if isinstance(recipe, bool):
@@ -110,6 +124,7 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
             recipe = DelayedScaling()
         self.recipe = get_recipe(recipe)
         self.enabled = enabled
+        self.modules = modules
         # (the entering thread, the token that restores its outer run), innermost last
         self._tokens: list[tuple[int, contextvars.Token[Run | None]]] = []
 
@@ -118,10 +133,11 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
         run: Run | None
         if not self.enabled:
             run = Run(None, explicit=True)
-        elif outer is not None and outer.recipe is self.recipe:
+        elif outer is not None and outer.recipe is self.recipe \
+                and outer.modules == self.modules:
             run = outer  # nested block of the same recipe: the same pass
         else:
-            run = Run(self.recipe, explicit=True)
+            run = Run(self.recipe, explicit=True, modules=self.modules)
         self._tokens.append((threading.get_ident(), _RUN.set(run)))
         return self
 
@@ -143,7 +159,8 @@ class fp8_autocast:  # noqa: N801 (Transformer Engine's spelling, used as ``with
         self._tokens.pop()
 
     def __repr__(self) -> str:
-        return f"fp8_autocast({self.recipe!r}, enabled={self.enabled})"
+        modules = "" if self.modules is None else f", modules={self.modules!r}"
+        return f"fp8_autocast({self.recipe!r}, enabled={self.enabled}{modules})"
 
 
 _KEEP = object()  # (layer_scope: the run stays as it is)
@@ -161,6 +178,12 @@ def _set(run: Run | None | object, layer: Any) -> Iterator[None]:
             _RUN.reset(token)
 
 
+def owner_scope(layer: Any) -> contextlib.AbstractContextManager[None]:
+    """``layer`` as the owner of the tensors quantized inside (a matmul's backward, which runs
+    outside its layer's call); the active run stays as it is."""
+    return _set(_KEEP, layer)
+
+
 def layer_scope(policy: Any, layer: Any = None) -> contextlib.AbstractContextManager[None]:
     """What ``layer``'s call runs inside: its policy's recipe (unless an explicit
     ``fp8_autocast`` is active, which wins), or no recipe for a plain policy inside a recipe
@@ -173,6 +196,10 @@ def layer_scope(policy: Any, layer: Any = None) -> contextlib.AbstractContextMan
     if active is not None and active.explicit:
         if _LAYER.get() is None:  # an outermost layer: a new forward pass of the block
             active.new_pass()
+        if not active.covers(layer):
+            # a block of other modules' matmuls: this layer runs as outside it (its own
+            # recipe policy, if any); a covered layer inside it still finds the block
+            run = _KEEP if recipe is None else Run(recipe, explicit=False)
     elif recipe is None:
         run = _KEEP if active is None else None
     elif active is None or active.recipe is not recipe:

@@ -26,7 +26,7 @@ ROOT = Path(nn.__file__).resolve().parent
 ENGINE_LAYERS = [
     {"nn.engine", "nn.engine.sites", "nn.engine.formats", "nn.engine.kernels",
      "nn.engine.conv_kernels", "nn.engine.checks", "nn.engine.registry", "nn.engine.random",
-     "nn.engine.memory", "nn.engine.blas", "nn.fp8.state", "nn.fp8.recipes",
+     "nn.engine.memory", "nn.engine.blas", "nn.fp8.state", "nn.fp8.meta", "nn.fp8.recipes",
      "nn.functions.fp16_accumulate"},
     {"nn.engine.rounding", "nn.precision", "nn.precision.autocast", "nn.engine.dtypes"},
     {"nn.engine.tensor"},

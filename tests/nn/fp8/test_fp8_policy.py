@@ -154,3 +154,17 @@ def test_fp8_autocast_disabled_also_switches_off_recipe_policies():
     plain(X[:1])
     plain.set_weights(layer.get_weights())
     np.testing.assert_array_equal(out.data, plain(X).data)
+
+
+def test_fp8_autocast_of_some_modules_leaves_the_others_as_outside_it():
+    x = nn.Tensor(np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32))
+    linear, dense = nn.Linear(8, 8, seed=1), nn.Dense(8, seed=2, dtype="mxfp8")
+    outside = (linear(x).data, dense(x).data)
+    recipe = CurrentScaling()
+    with nn.fp8_autocast(recipe, modules=(nn.Linear,)):
+        inside = (linear(x).data, dense(x).data)
+    assert {r.name.split("/")[0] for r in recipe.log.records} == {linear.name}
+    assert not np.array_equal(inside[0], outside[0])  # quantized by the block
+    np.testing.assert_array_equal(inside[1], outside[1])  # its own mxfp8 policy, as outside
+    with pytest.raises(TypeError, match="modules must be None or a tuple of layer classes"):
+        nn.fp8_autocast(recipe, modules=[nn.Linear])

@@ -190,3 +190,20 @@ def test_current_scaling_of_a_zero_or_nonfinite_amax_is_one(bad):
     assert recipe.states["t"].scale == 224.0
     recipe.quantize(np.float32([bad, 0.0]), "t", "forward")
     assert recipe.states["t"].scale == 1.0 and recipe.log.records[-1].scale == 1.0
+
+
+def test_a_calibrated_amax_is_staged_and_the_next_update_takes_the_larger():
+    # TE: Float8Quantizer.calibrate copies the amax into position 0 of the history; the next
+    # cast atomicMaxFloat's its own amax into that slot before the fused update
+    state = ScalingState(448.0, 4)
+    state.calibrate(3.0)
+    state.calibrate(8.0)  # the last calibration wins
+    assert (state.scale, state.steps, state.amax_history.tolist()) == (1.0, 0, [8, 0, 0, 0])
+    assert state.update(2.0) == 56.0 and state.amax_history.tolist() == [0, 0, 0, 8]
+    low = ScalingState(448.0, 4)
+    low.calibrate(1.0)
+    assert low.update(4.0) == 112.0
+    zero = ScalingState(448.0, 2)
+    zero.calibrate(4.0)
+    assert zero.update(0.0) == 112.0  # the staged amax is not zero: no skip
+    assert te_rule([4.0], 448.0, 2, "max", 0) == [112.0]
