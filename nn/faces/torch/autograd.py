@@ -1,7 +1,9 @@
 """``torch.autograd``: ``grad``, ``backward`` and ``Function`` (PyTorch's custom-op class).
 
 ``grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-allow_unused=None)`` returns one gradient per input, without touching ``.grad``; with
+allow_unused=None)`` returns one gradient per input, without touching ``.grad``; several
+outputs give the sum of their vector-Jacobian products (one seed per output in
+``grad_outputs``, None for a one-element output), from one backward pass; with
 ``create_graph=True`` the gradients keep their history, so a gradient penalty can be
 differentiated (nn's engine: ``nn.engine.autograd.gradients``). ``retain_graph`` defaults to
 ``create_graph``; a pass without it frees the graph, as PyTorch's.
@@ -41,31 +43,49 @@ def _flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def _seeds(grad_outputs: Any, outs: list[Tensor]) -> list[Any]:
+    """One seed (a tensor, or None for a one-element output) per output, as PyTorch pairs
+    them."""
+    if grad_outputs is None:
+        seeds: list[Any] = [None] * len(outs)
+    elif isinstance(grad_outputs, Tensor):
+        seeds = [grad_outputs]
+    else:
+        seeds = list(grad_outputs)
+    if len(seeds) != len(outs):
+        raise RuntimeError(f"grad_outputs has {len(seeds)} entries but outputs has "
+                           f"{len(outs)}: give one per output (None for a one-element output)")
+    for i, (o, s) in enumerate(zip(outs, seeds, strict=True)):
+        if s is None and o.size != 1:
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
+                               f"(outputs[{i}] has shape {o.shape}); pass grad_outputs=")
+        if s is not None and not isinstance(s, Tensor):
+            raise TypeError(f"autograd.grad: grad_outputs[{i}] is a {type(s).__name__}, not a "
+                            "tensor (or None)")
+    return seeds
+
+
 def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor],
          grad_outputs: Any = None, retain_graph: bool | None = None, create_graph: bool = False,
          only_inputs: bool = True, allow_unused: bool | None = None) -> tuple[Tensor | None, ...]:
-    """d(outputs)/d(inputs), one tensor (or None, with ``allow_unused=True``) per input."""
+    """d(outputs)/d(inputs), one tensor (or None, with ``allow_unused=True``) per input.
+
+    Several outputs give the sum of their vector-Jacobian products (``grad_outputs``: one seed
+    per output), from one backward pass, as PyTorch's."""
     outs = _tensors(outputs, "outputs")
-    if len(outs) != 1:
-        raise NotImplementedError(f"autograd.grad with {len(outs)} outputs: nn's face takes one "
-                                  "output tensor; sum the outputs first (sum(o.sum() for o in "
-                                  "outputs))")
-    (out,) = outs
-    seeds = [grad_outputs] if isinstance(grad_outputs, Tensor) else grad_outputs
-    seed = None if seeds is None else (seeds[0] if isinstance(seeds, (list, tuple)) else seeds)
-    if seed is None and out.size != 1:
-        raise RuntimeError(f"grad can be implicitly created only for scalar outputs (got shape "
-                           f"{out.shape}); pass grad_outputs=")
+    seeds = _seeds(grad_outputs, outs)
     sources = _tensors(inputs, "inputs")
     for i, s in enumerate(sources):
         if not s.requires_grad:
             raise RuntimeError(f"autograd.grad: inputs[{i}] does not require grad")
-    if not out.requires_grad:
-        raise RuntimeError("autograd.grad: the output does not require grad (no graph)")
+    for i, o in enumerate(outs):
+        if not o.requires_grad:
+            raise RuntimeError(f"autograd.grad: outputs[{i}] does not require grad (no graph)")
     create = _flag("create_graph", create_graph)
     retain = create if retain_graph is None else _flag("retain_graph", retain_graph)
     with _autocast_disabled():  # a backward runs each op in its forward's formats
-        found = _engine.gradients(out, sources, seed, create_graph=create, retain_graph=retain)
+        found = _engine.gradients(outs, sources, seeds, create_graph=create,
+                                  retain_graph=retain)
     if not allow_unused:
         for i, g in enumerate(found):
             if g is None:
