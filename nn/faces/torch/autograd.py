@@ -11,10 +11,12 @@ differentiated (nn's engine: ``nn.engine.autograd.gradients``). ``retain_graph``
 ``Function``: subclass it with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``
 written in tensor ops, call it through ``apply``. ``ctx.save_for_backward(*tensors)`` /
 ``ctx.saved_tensors`` and ``ctx.needs_input_grad`` are PyTorch's. The forward runs without
-recording (its own ops are not differentiated; ``backward`` is) and must return one tensor,
-whose values must lie in its dtype (a tensor built by nn ops always does); a forward returning
-several tensors raises. Backward passes run with autocast off unless ``torch.amp.custom_bwd``
-restores the forward's state.
+recording (its own ops are not differentiated; ``backward`` is) and returns a tensor or a tuple
+of tensors, whose values must lie in their dtypes (a tensor built by nn ops always does).
+``ctx.mark_non_differentiable(*outputs)`` is PyTorch's: those outputs do not require grad, and
+``backward`` gets zeros for them. One output of a forward may be differentiable (a tuple with
+several differentiable outputs raises, naming the fix). Backward passes run with autocast off
+unless ``torch.amp.custom_bwd`` restores the forward's state.
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class FunctionCtx:
     def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
         self.needs_input_grad = needs_input_grad
         self._saved: tuple[Any, ...] = ()
+        self._non_differentiable: set[int] = set()
 
     def save_for_backward(self, *tensors: Any) -> None:
         self._saved = tensors
@@ -121,8 +124,13 @@ class FunctionCtx:
         return self._saved
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
-        raise NotImplementedError("ctx.mark_non_differentiable: not supported by nn's face; "
-                                  "return such outputs from a separate function under no_grad")
+        """The outputs ``tensors`` (returned by this forward) get no gradient: they do not
+        require grad, and ``backward`` receives zeros for them (PyTorch's)."""
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"mark_non_differentiable: argument {i} is a "
+                                f"{type(t).__name__}, not a tensor")
+            self._non_differentiable.add(id(t))
 
 
 class _CustomNode(_engine.Function):
@@ -137,15 +145,20 @@ class _CustomNode(_engine.Function):
 
     @staticmethod
     def forward(ctx: _engine.Context, *arrays: np.ndarray, out: Any = None, fn: Any = None,
-                user_ctx: Any = None, positions: Any = None) -> np.ndarray:
-        ctx.saved.update(fn=fn, user_ctx=user_ctx, positions=positions)
+                user_ctx: Any = None, positions: Any = None, outputs: Any = None,
+                index: int = 0) -> np.ndarray:
+        ctx.saved.update(fn=fn, user_ctx=user_ctx, positions=positions, outputs=outputs,
+                         index=index)
         data: np.ndarray = out.data
         return data
 
     @staticmethod
     def backward(ctx: _engine.Context, grad: Tensor) -> tuple[Tensor | None, ...]:
         fn, user_ctx, positions = ctx.saved["fn"], ctx.saved["user_ctx"], ctx.saved["positions"]
-        got = fn.backward(user_ctx, grad)
+        outputs, index = ctx.saved["outputs"], ctx.saved["index"]
+        grads = [grad if i == index else Tensor._make(np.zeros(shape, dtype), fmt)
+                 for i, (shape, dtype, fmt) in enumerate(outputs)]  # zeros for the others
+        got = fn.backward(user_ctx, *grads)
         got = got if isinstance(got, tuple) else (got,)
         n_args = len(user_ctx.needs_input_grad)
         if len(got) != n_args:
@@ -187,21 +200,34 @@ class Function:
         raise NotImplementedError
 
     @classmethod
-    def apply(cls, *args: Any, **kwargs: Any) -> Tensor:
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         ctx = FunctionCtx(needs)
         with _engine.no_grad():
             out = cls.forward(ctx, *args, **kwargs)
-        if not isinstance(out, Tensor):
-            raise TypeError(f"{cls.__name__}.forward returned a {type(out).__name__}; nn's face "
-                            "takes one output tensor (return the others from another "
-                            "Function)")
-        _engine.check_in_format(cls.__name__, out.data, out.fmt)
+        outputs = out if isinstance(out, tuple) else (out,)
+        for i, o in enumerate(outputs):
+            if not isinstance(o, Tensor):
+                raise TypeError(f"{cls.__name__}.forward returned a {type(o).__name__}"
+                                f"{f' as output {i}' if isinstance(out, tuple) else ''}; "
+                                "return a tensor or a tuple of tensors")
+            _engine.check_in_format(cls.__name__, o.data, o.fmt)
+        live = [i for i, o in enumerate(outputs) if id(o) not in ctx._non_differentiable]
+        if len(live) > 1:
+            raise NotImplementedError(
+                f"{cls.__name__}.forward returned {len(live)} differentiable outputs; nn's face "
+                "differentiates one output of a Function: mark the others with "
+                "ctx.mark_non_differentiable(...), or return them from another Function")
+        results = [Tensor._make(o.data, o.fmt) for o in outputs]
         positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
-        inputs = tuple(args[i] for i in positions)
-        if not (_engine.is_grad_enabled() and any(needs)):
-            return Tensor._make(out.data, out.fmt)
-        return _CustomNode.apply(*inputs, out=out, fn=cls, user_ctx=ctx, positions=positions)
+        if live and _engine.is_grad_enabled() and any(needs):
+            index = live[0]
+            results[index] = _CustomNode.apply(*(args[i] for i in positions),
+                                               out=outputs[index], fn=cls, user_ctx=ctx,
+                                               positions=positions, index=index,
+                                               outputs=[(o.shape, o.data.dtype, o.fmt)
+                                                        for o in outputs])
+        return tuple(results) if isinstance(out, tuple) else results[0]
 
 
 __all__ = ["Function", "FunctionCtx", "backward", "grad"]

@@ -80,3 +80,56 @@ def test_grad_of_several_outputs_refuses_what_torch_refuses():
         face.autograd.grad([y.sum(), face.tensor([1.0])], [x])
     with pytest.raises(RuntimeError, match=r"inputs\[1\] was not used.*allow_unused=True"):
         face.autograd.grad([y.sum()], [x, face.tensor([1.0], requires_grad=True)])
+
+
+# --- ctx.mark_non_differentiable --------------------------------------------------------------
+
+def sort_function(T: Any) -> Any:
+    """PyTorch's documented use: values and their (non-differentiable) positions."""
+
+    class SortRows(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            values = x * x                      # differentiable
+            order = T.tensor(np.argsort(as_np(x), axis=1).astype(np.float32))
+            ctx.mark_non_differentiable(order)
+            ctx.save_for_backward(x)
+            return values, order
+
+        @staticmethod
+        def backward(ctx, g_values, g_order):
+            (x,) = ctx.saved_tensors
+            assert float(as_np(g_order).sum()) == 0.0 and g_order.shape == x.shape
+            return g_values * 2.0 * x
+
+    return SortRows
+
+
+def marked(T: Any) -> list[Any]:
+    x = T.tensor(A, requires_grad=True)
+    values, order = sort_function(T).apply(x)
+    assert values.requires_grad and not order.requires_grad
+    (values * T.tensor(G)).sum().backward()
+    return [as_np(values), as_np(order), as_np(x.grad)]
+
+
+def test_mark_non_differentiable_outputs_get_no_grad_and_zeros_in_backward_as_torch():
+    mine, theirs = marked(face), marked(torch)
+    for m, t in zip(mine, theirs, strict=True):
+        np.testing.assert_array_equal(m, t)
+    np.testing.assert_array_equal(mine[2], G * 2 * A)
+
+
+def test_a_function_with_two_differentiable_outputs_raises_naming_the_fix():
+    class Two(face.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * x, x + x
+
+        @staticmethod
+        def backward(ctx, a, b):
+            raise AssertionError("not reached")
+
+    with pytest.raises(NotImplementedError, match="2 differentiable outputs.*"
+                                                  "mark_non_differentiable"):
+        Two.apply(face.tensor(A, requires_grad=True))
