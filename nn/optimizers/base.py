@@ -346,10 +346,10 @@ class Optimizer:
         for g, var in prepared:
             w = var.data
             slots = self._slots[self._index[id(var)]]
+            group = self._group_of(var)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                delta = self._update_in_group(g, w, slots, t, self._group_of(var))
-            new = self.weight_update.new_value(w, delta, getattr(var, "fmt", None), slots, t,
-                                               self._index[id(var)])
+                delta = self._update_in_group(g, w, slots, t, group)
+                new = self._new_weight(g, w, delta, var, slots, t, group)
             swamped = int(np.count_nonzero((new == w) & (delta != 0)))
             if swamped:
                 self.swamped_updates += swamped
@@ -361,6 +361,15 @@ class Optimizer:
     def _update(self, g: np.ndarray, w: np.ndarray, slots: dict[str, np.ndarray],
                 t: int) -> np.ndarray:
         raise NotImplementedError
+
+    def _new_weight(self, g: np.ndarray, w: np.ndarray, delta: np.ndarray, var: Any,
+                    slots: dict[str, np.ndarray], t: int, group: ParamGroup) -> np.ndarray:
+        """The value ``w`` takes after the update ``delta`` (``_update_in_group``'s, with the
+        slots already updated): ``w - delta`` into the variable's format by ``weight_update``'s
+        rule. The PyTorch face's SGD overrides it to round PyTorch's fused ``w - lr * step``
+        once."""
+        return self.weight_update.new_value(w, delta, getattr(var, "fmt", None), slots, t,
+                                            self._index[id(var)])
 
     def _update_in_group(self, g: np.ndarray, w: np.ndarray, slots: dict[str, np.ndarray],
                          t: int, group: ParamGroup) -> np.ndarray:
