@@ -416,17 +416,22 @@ def _run_backward(roots: list[Tensor], seeds: list[Tensor],
                 t._ctx.freed = True
 
 
-def backward(root: Tensor, grad: Any = None, retain_graph: bool = True,
+def backward(root: Tensor | list[Tensor], grad: Any = None, retain_graph: bool = True,
              create_graph: bool = False) -> None:
     """Fill ``.grad`` of every tensor ``root`` depends on, in reverse topological order.
+    ``root`` may be a list of tensors, ``grad`` then a list of one seed (or None) per root:
+    one pass, the sum of their vector-Jacobian products (PyTorch's ``autograd.backward``).
 
     Leaves (Variables, user tensors with ``requires_grad``) accumulate gradients across calls;
     intermediate tensors keep this pass's gradient. ``grad`` defaults to 1 for a one-element
     root and is rounded to the root's format. ``create_graph``: the gradients keep a history
     (higher derivatives); ``retain_graph`` False frees the graph (see ``_run_backward``).
     """
-    if not root.requires_grad:
-        raise RuntimeError("backward() on a tensor that does not require grad (no graph to run)")
+    roots, seeds = ([root], [grad]) if isinstance(root, Tensor) else (list(root), list(grad))
+    for r in roots:
+        if not r.requires_grad:
+            raise RuntimeError("backward() on a tensor that does not require grad (no graph to "
+                               "run)")
     leaf_arrays: set[int] = set()
 
     def on_leaf(t: Tensor, g_t: Tensor) -> None:  # accumulate, into an array the leaf owns
@@ -441,8 +446,9 @@ def backward(root: Tensor, grad: Any = None, retain_graph: bool = True,
     def on_node(t: Tensor, g_t: Tensor) -> None:
         t.grad = g_t
 
-    _run_backward([root], [_root_gradient(root, grad, default_ones=False)], on_leaf, on_node,
-                  create_graph=create_graph, retain_graph=retain_graph)
+    _run_backward(roots, [_root_gradient(r, s, default_ones=False)
+                          for r, s in zip(roots, seeds, strict=True)],
+                  on_leaf, on_node, create_graph=create_graph, retain_graph=retain_graph)
 
 
 def _with_data(t: Tensor, data: np.ndarray) -> Tensor:

@@ -98,13 +98,17 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor],
 
 def backward(tensors: Tensor | Iterable[Tensor], grad_tensors: Any = None,
              retain_graph: bool | None = None, create_graph: bool = False) -> None:
-    """``tensor.backward(grad_tensor, retain_graph, create_graph)`` for one tensor."""
-    items = _tensors(tensors, "tensors")
-    if len(items) != 1:
-        raise NotImplementedError("autograd.backward of several tensors: call backward on "
-                                  "their sum")
-    seed = grad_tensors[0] if isinstance(grad_tensors, (list, tuple)) else grad_tensors
-    items[0].backward(seed, retain_graph=retain_graph, create_graph=create_graph)
+    """Accumulate into every leaf's ``.grad`` the sum of the vector-Jacobian products of
+    ``tensors`` (one seed per tensor in ``grad_tensors``, None for a one-element tensor), in one
+    backward pass, as PyTorch's ``torch.autograd.backward``."""
+    outs = _tensors(tensors, "tensors")
+    seeds = _seeds(grad_tensors, outs)
+    for i, o in enumerate(outs):
+        if not o.requires_grad:
+            raise RuntimeError(f"autograd.backward: tensors[{i}] does not require grad")
+    create = _flag("create_graph", create_graph)
+    retain = create if retain_graph is None else _flag("retain_graph", retain_graph)
+    _engine.backward(outs, seeds, retain_graph=retain, create_graph=create)
 
 
 class FunctionCtx:

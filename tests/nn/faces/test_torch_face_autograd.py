@@ -133,3 +133,17 @@ def test_a_function_with_two_differentiable_outputs_raises_naming_the_fix():
     with pytest.raises(NotImplementedError, match="2 differentiable outputs.*"
                                                   "mark_non_differentiable"):
         Two.apply(face.tensor(A, requires_grad=True))
+
+
+def backward_of_several(T: Any) -> list[np.ndarray]:
+    x = T.tensor(A, requires_grad=True)
+    w = T.tensor(B, requires_grad=True)
+    T.autograd.backward([x * w, (x * x).sum()], grad_tensors=[T.tensor(G), None])
+    return [as_np(x.grad), as_np(w.grad)]
+
+
+def test_autograd_backward_of_several_tensors_accumulates_as_torch():
+    mine, theirs = backward_of_several(face), backward_of_several(torch)
+    for m, t in zip(mine, theirs, strict=True):
+        np.testing.assert_array_equal(m, t)
+    np.testing.assert_array_equal(mine[0], G * B + 2 * A)
