@@ -281,9 +281,10 @@ def differentiable_ops() -> set[str]:
 # --- the backward pass ------------------------------------------------------------------------
 
 
-def _topological_order(root: Tensor, watched: frozenset[int] = frozenset()) -> list[Tensor]:
-    """Tensors that need a gradient (or are ``watched`` ids), root first, each before the
-    tensors it was made from.
+def _topological_order(roots: Tensor | list[Tensor], watched: frozenset[int] = frozenset()
+                       ) -> list[Tensor]:
+    """Tensors that need a gradient (or are ``watched`` ids), from ``roots`` (one tensor or
+    several, as if made from one more), each before the tensors it was made from.
 
     An iterative depth-first post-order, a tensor marked when it is expanded (not when it is
     pushed): a tensor reached along paths of different lengths (``w * w * w``) must come after
@@ -291,7 +292,8 @@ def _topological_order(root: Tensor, watched: frozenset[int] = frozenset()) -> l
     """
     order: list[Tensor] = []
     expanded: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    starts = [roots] if isinstance(roots, Tensor) else roots
+    stack: list[tuple[Tensor, bool]] = [(r, False) for r in reversed(starts)]
     while stack:
         t, done = stack.pop()
         if done:
@@ -360,17 +362,25 @@ _FREED = (
 )
 
 
-def _run_backward(root: Tensor, seed: Tensor, on_leaf: Callable[[Tensor, Tensor], None],
+def _run_backward(roots: list[Tensor], seeds: list[Tensor],
+                  on_leaf: Callable[[Tensor, Tensor], None],
                   on_node: Callable[[Tensor, Tensor], None],
                   watched: frozenset[int] = frozenset(), create_graph: bool = False,
                   retain_graph: bool = True) -> None:
-    """The backward pass: each tensor's gradient, in reverse topological order, handed to
-    ``on_leaf`` (leaves) or ``on_node`` (op outputs, before their op's backward runs).
+    """The backward pass from ``roots`` (each seeded with its gradient in ``seeds``; the pass
+    is the sum of their vector-Jacobian products, as PyTorch's for several outputs): each
+    tensor's gradient, in reverse topological order, handed to ``on_leaf`` (leaves) or
+    ``on_node`` (op outputs, before their op's backward runs).
 
     ``create_graph``: record the backward's own ops (higher derivatives). ``retain_graph``
     False: mark the nodes run through as freed (a later pass over them raises)."""
-    grads: dict[int, Tensor] = {id(root): seed}
-    order = _topological_order(root, watched)
+    grads: dict[int, Tensor] = {}
+    with enable_grad() if create_graph else no_grad():
+        for root, seed in zip(roots, seeds, strict=True):  # a root listed twice: seeds summed
+            key = id(root)
+            grads[key] = seed if key not in grads else _accumulate(
+                grads[key], seed, root.grad_site or sites.GRAD)
+    order = _topological_order(roots, watched)
     for t in order:
         if t._ctx is not None and t._ctx.freed:
             raise RuntimeError(_FREED)
@@ -406,17 +416,22 @@ def _run_backward(root: Tensor, seed: Tensor, on_leaf: Callable[[Tensor, Tensor]
                 t._ctx.freed = True
 
 
-def backward(root: Tensor, grad: Any = None, retain_graph: bool = True,
+def backward(root: Tensor | list[Tensor], grad: Any = None, retain_graph: bool = True,
              create_graph: bool = False) -> None:
     """Fill ``.grad`` of every tensor ``root`` depends on, in reverse topological order.
+    ``root`` may be a list of tensors, ``grad`` then a list of one seed (or None) per root:
+    one pass, the sum of their vector-Jacobian products (PyTorch's ``autograd.backward``).
 
     Leaves (Variables, user tensors with ``requires_grad``) accumulate gradients across calls;
     intermediate tensors keep this pass's gradient. ``grad`` defaults to 1 for a one-element
     root and is rounded to the root's format. ``create_graph``: the gradients keep a history
     (higher derivatives); ``retain_graph`` False frees the graph (see ``_run_backward``).
     """
-    if not root.requires_grad:
-        raise RuntimeError("backward() on a tensor that does not require grad (no graph to run)")
+    roots, seeds = ([root], [grad]) if isinstance(root, Tensor) else (list(root), list(grad))
+    for r in roots:
+        if not r.requires_grad:
+            raise RuntimeError("backward() on a tensor that does not require grad (no graph to "
+                               "run)")
     leaf_arrays: set[int] = set()
 
     def on_leaf(t: Tensor, g_t: Tensor) -> None:  # accumulate, into an array the leaf owns
@@ -431,8 +446,9 @@ def backward(root: Tensor, grad: Any = None, retain_graph: bool = True,
     def on_node(t: Tensor, g_t: Tensor) -> None:
         t.grad = g_t
 
-    _run_backward(root, _root_gradient(root, grad, default_ones=False), on_leaf, on_node,
-                  create_graph=create_graph, retain_graph=retain_graph)
+    _run_backward(roots, [_root_gradient(r, s, default_ones=False)
+                          for r, s in zip(roots, seeds, strict=True)],
+                  on_leaf, on_node, create_graph=create_graph, retain_graph=retain_graph)
 
 
 def _with_data(t: Tensor, data: np.ndarray) -> Tensor:
@@ -440,13 +456,15 @@ def _with_data(t: Tensor, data: np.ndarray) -> Tensor:
     return Tensor._make(data, t.fmt, t._op, t._ctx)
 
 
-def gradients(root: Tensor, sources: list[Tensor], grad: Any = None,
+def gradients(root: Tensor | list[Tensor], sources: list[Tensor], grad: Any = None,
               watched: frozenset[int] = frozenset(), create_graph: bool = False,
               retain_graph: bool = True) -> list[Tensor | None]:
     """d(root)/d(source) for each source, as fresh Tensors (without history unless
     ``create_graph``); no ``.grad`` of any tensor is read or written (the engine behind
     ``nn.GradientTape.gradient`` and the PyTorch face's ``autograd.grad``).
 
+    - ``root`` may be a list of tensors, with ``grad`` then a list of one seed (or None) per
+      root: the result is the sum of their vector-Jacobian products, in one backward pass.
     - Each gradient is in its source's format, rounded at the same monitor sites as
       ``backward``; a source ``root`` does not depend on gets None.
     - ``grad`` (the seed) defaults to ones of the root's shape: the gradient of ``root.sum()``,
@@ -455,7 +473,10 @@ def gradients(root: Tensor, sources: list[Tensor], grad: Any = None,
     """
     wanted = {id(s): i for i, s in enumerate(sources)}
     found: list[Tensor | None] = [None] * len(sources)
-    if not (root.requires_grad or id(root) in watched):
+    roots, seeds = ([root], [grad]) if isinstance(root, Tensor) else (list(root), list(grad))
+    live = [(r, s) for r, s in zip(roots, seeds, strict=True)
+            if r.requires_grad or id(r) in watched]
+    if not live:
         return found
 
     def keep(t: Tensor, g_t: Tensor) -> None:
@@ -464,7 +485,8 @@ def gradients(root: Tensor, sources: list[Tensor], grad: Any = None,
             found[i] = _with_data(g_t, g_t.data.copy()) if create_graph else Tensor._make(
                 g_t.data.copy(), g_t.fmt)
 
-    _run_backward(root, _root_gradient(root, grad, default_ones=True), keep, keep, watched,
+    _run_backward([r for r, _ in live],
+                  [_root_gradient(r, s, default_ones=True) for r, s in live], keep, keep, watched,
                   create_graph=create_graph, retain_graph=retain_graph)
     for i, s in enumerate(sources):  # a source listed twice gets the gradient twice
         if found[i] is None and id(s) in wanted and wanted[id(s)] != i:

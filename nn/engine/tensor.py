@@ -72,6 +72,41 @@ def as_float_array(data: Any, what: str = "data") -> np.ndarray:
     return arr
 
 
+class ElementCount(int):
+    """``x.size``: the number of elements, an ``int`` (numpy's meaning, nn's everywhere), that
+    also answers PyTorch's calls: ``x.size()`` is the shape (a tuple, as ``torch.Size``) and
+    ``x.size(dim)`` one dimension (negative ``dim`` counts from the end).
+
+    >>> x = Tensor(np.zeros((2, 3)))
+    >>> x.size, x.size(), x.size(-1)
+    (6, (2, 3), 3)
+    """
+
+    _shape: tuple[int, ...]
+
+    def __new__(cls, shape: tuple[int, ...]) -> ElementCount:
+        count = super().__new__(cls, int(np.prod(shape, dtype=np.int64)))
+        count._shape = tuple(int(n) for n in shape)
+        return count
+
+    def __call__(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return self._shape
+        n = len(self._shape)
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"size(dim): dim must be an integer, got {dim!r}")
+        if n == 0:
+            raise IndexError(f"size(dim): Dimension specified as {dim} but tensor has no "
+                             "dimensions")
+        if not -n <= dim < n:
+            raise IndexError(f"size(dim): Dimension out of range (expected to be in range of "
+                             f"[{-n}, {n - 1}], but got {dim})")
+        return self._shape[dim]
+
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        return int, (int(self),)  # pickled (and copied) as the plain count
+
+
 class Tensor:
     """An array whose values lie in ``fmt``, with autograd.
 
@@ -141,8 +176,10 @@ class Tensor:
         return self.data.ndim
 
     @property
-    def size(self) -> int:
-        return self.data.size
+    def size(self) -> ElementCount:
+        """The number of elements (an int, numpy's ``size``); called, PyTorch's ``size()``
+        (the shape) or ``size(dim)`` (see ``ElementCount``)."""
+        return ElementCount(self.data.shape)
 
     @property
     def dtype(self) -> DType:
@@ -333,6 +370,10 @@ class Tensor:
     def dim(self) -> int:
         """The number of dimensions (PyTorch's ``dim()``)."""
         return self.ndim
+
+    def numel(self) -> int:
+        """The number of elements (PyTorch's ``numel()``; ``x.size`` without a call)."""
+        return int(self.data.size)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place on a leaf and return the tensor (PyTorch's)."""

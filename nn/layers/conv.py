@@ -130,10 +130,12 @@ class Conv2d(Conv2D):
     """PyTorch face: ``Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0)`` on
     NCHW input, a thin wrapper over Conv2D (the same op, transposed in and out).
 
-    ``padding`` is an int (both sides), "valid" or "same". The kernel keeps Keras's layout
-    ``(kh, kw, in, out)`` (PyTorch's weight is ``(out, in, kh, kw)``); kernel and bias start
-    uniform in +-1/sqrt(in_channels * kh * kw), PyTorch's default; ``in_channels`` is checked
-    against the input.
+    ``padding`` is an int (both sides), "valid" or "same". The weights are PyTorch's, made at
+    construction (``in_channels`` is known): ``weight`` of shape ``(out, in, kh, kw)`` and
+    ``bias`` ``(out,)``, uniform in +-1/sqrt(in_channels * kh * kw) (PyTorch's default), under
+    the state-dict keys ``"weight"`` and ``"bias"``, so a torch ``Conv2d``'s ``state_dict()``
+    loads as it is, and ours into torch. The call reads the weight transposed to Conv2D's
+    ``(kh, kw, in, out)`` (exact); ``in_channels`` is checked against the input.
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
@@ -152,6 +154,17 @@ class Conv2d(Conv2D):
         else:
             raise ValueError(f"Conv2d: padding must be an integer >= 0, 'valid' or 'same', got "
                              f"{padding!r}")
+        kh, kw = self.kernel_size
+        bound = 1.0 / math.sqrt(self.in_channels * kh * kw)
+        self.kernel_initializer = self.bias_initializer = (
+            lambda shape, rng: rng.uniform(-bound, bound, shape))
+        self.weight: Variable = self.add_weight(
+            "weight", (self.filters, self.in_channels, kh, kw), self.kernel_initializer,
+            rng=self._rng)
+        if self.use_bias:
+            self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer,
+                                        rng=self._rng)
+        self._build_once((None, self.in_channels, None, None))
 
     def _nhwc(self, x: Tensor) -> Tensor:
         if x.ndim != 4 or x.shape[1] != self.in_channels:
@@ -163,17 +176,18 @@ class Conv2d(Conv2D):
         if len(input_shape) != 4 or input_shape[1] != self.in_channels:
             raise ValueError(f"layer '{self.name}' expects input of shape (batch, "
                              f"{self.in_channels}, height, width) (NCHW), got shape {input_shape}")
-        # PyTorch's default: kernel and bias uniform in +-1/sqrt(fan_in)
-        bound = 1.0 / math.sqrt(self.in_channels * self.kernel_size[0] * self.kernel_size[1])
-        self.kernel_initializer = self.bias_initializer = (
-            lambda shape, rng: rng.uniform(-bound, bound, shape))
-        super().build((input_shape[0], input_shape[2], input_shape[3], input_shape[1]))
+        self.input_channels = self.in_channels  # the weights exist from the constructor
 
     def check_input(self, x: Tensor) -> None:
         self._nhwc(x)
 
     def call(self, x: Tensor, training: bool = False) -> Tensor:
-        return F.transpose(super().call(self._nhwc(x), training), (0, 3, 1, 2))
+        kernel = F.transpose(self.read(self.weight), (2, 3, 1, 0))  # (kh, kw, in, out)
+        fused = "relu" if self.activation is F.relu else None
+        b = self.read(self.bias) if self.bias is not None else None
+        y = conv2d(self._nhwc(x), kernel, b, self.strides, self.padding, activation=fused,
+                   accumulator=self.accumulator)
+        return F.transpose(y, (0, 3, 1, 2))
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "dtype": self.policy.name, "in_channels": self.in_channels,

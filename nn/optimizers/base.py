@@ -4,15 +4,17 @@ the argument rules shared by the optimizers (``learning_rate`` vs ``lr``, params
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, MutableMapping
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 import numpy as np
 
 import fpsim
 from nn.engine.checks import count, number
 from nn.engine.formats import resolve_format
+from nn.engine.tensor import Tensor
 from nn.layers.module import clear_grads  # the one rule, shared with Module.zero_grad
+from nn.optimizers.param_groups import ParamGroup
 from nn.optimizers.remedies import needs_rounding as _needs_rounding
 from nn.optimizers.remedies import weight_update
 from nn.optimizers.schedules import LearningRateSchedule
@@ -98,6 +100,11 @@ class Optimizer:
 
     slot_names: tuple[str, ...] = ()
 
+    supports_param_groups: ClassVar[bool] = False
+    """True for an optimizer whose update reads each param group's hyperparameters (the
+    PyTorch face's SGD and Adam: ``SGD([{"params": ..., "lr": ...}, ...])``,
+    ``add_param_group``); the others hold one group, whose ``"lr"`` is their learning rate."""
+
     def __init__(self, learning_rate: float | LearningRateSchedule, *,
                  params: Iterable[Any] | None = None, name: str | None = None,
                  slot_dtype: str | None = None, update_rounding: str = "nearest_even",
@@ -113,9 +120,12 @@ class Optimizer:
         self._variables: list[Any] = []
         self._index: dict[int, int] = {}
         self._slots: list[dict[str, np.ndarray]] = []
+        self._group_index: dict[int, int] = {}
         self.params: list[Any] | None = None
+        self._param_groups: list[ParamGroup] | None = None
         if params is not None:
-            self.params = list(params)
+            specs = self._group_specs(params)
+            self.params = [p for spec in specs for p in spec["params"]]
             if not self.params:
                 raise ValueError(
                     f"{self.name}: params= is an empty list. An nn model builds its weights on "
@@ -124,7 +134,9 @@ class Optimizer:
                     "model(x) (or model.build(input_shape)) first, or make it from nn.Input, "
                     "then build the optimizer from model.parameters() / "
                     "model.trainable_variables")
-            self.build(self.params)
+            self._param_groups = []
+            for spec in specs:
+                self._add_group(spec)
 
     # ---- validated attributes ------------------------------------------------------------
     @property
@@ -163,12 +175,86 @@ class Optimizer:
 
     @property
     def param_groups(self) -> list[ParamGroup]:
-        """PyTorch's ``optimizer.param_groups``: one group holding every param, whose ``"lr"``
-        entry *is* this optimizer's learning rate (reading it reads ``lr``, writing it sets
-        ``lr``: what LR schedulers do), plus any other entries they store (``initial_lr``)."""
-        if getattr(self, "_param_groups", None) is None:
-            self._param_groups = [ParamGroup(self)]
+        """PyTorch's ``optimizer.param_groups``: a list of groups, each a mapping of
+        ``"params"`` and the group's hyperparameters. The first group's ``"lr"`` *is* this
+        optimizer's learning rate (reading it reads ``lr``, writing it sets ``lr``: what LR
+        schedulers do); other entries are stored as written (``initial_lr``). Optimizers
+        without ``supports_param_groups`` hold that one group only."""
+        if self._param_groups is None:
+            self._param_groups = [ParamGroup(self, None, self._group_defaults(), live_lr=True)]
         return self._param_groups
+
+    # ---- param groups --------------------------------------------------------------------
+    def _group_defaults(self) -> dict[str, Any]:
+        """The hyperparameters (PyTorch's names) a new group takes unless it names its own,
+        besides ``"lr"``: PyTorch's ``optimizer.defaults``. None for the one-group optimizers."""
+        return {}
+
+    def _checked_group(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` of a new group (``"lr"`` and the defaults filled in), validated: the
+        optimizers with param groups refuse a value they do not support."""
+        return options
+
+    def _group_specs(self, params: Iterable[Any]) -> list[dict[str, Any]]:
+        """PyTorch's ``params`` argument (an iterable of tensors, or of dicts, one per group)
+        as a list of group dicts, each with a list under ``"params"``."""
+        items = list(params)
+        if not any(isinstance(item, dict) for item in items):
+            return [{"params": items}]
+        if not all(isinstance(item, dict) for item in items):
+            raise TypeError(f"{self.name}: params mixes tensors and param-group dicts; pass "
+                            "either tensors or dicts such as {'params': [...], 'lr': 0.1}")
+        if not self.supports_param_groups and (len(items) > 1 or set(items[0]) != {"params"}):
+            raise TypeError(f"{self.name} holds one param group (Keras's formulas, one set of "
+                            "hyperparameters); per-group hyperparameters are the PyTorch "
+                            "face's: nn.faces.torch.optim.SGD / Adam([{'params': ...}, ...])")
+        return items
+
+    def _add_group(self, spec: dict[str, Any]) -> list[Any]:
+        if "params" not in spec:
+            raise ValueError(f"{self.name}: a param group must have a 'params' entry, got keys "
+                             f"{sorted(spec)}")
+        found = spec["params"]
+        params = [found] if isinstance(found, Tensor) else list(found)
+        for p in params:
+            if id(p) in self._group_index or sum(q is p for q in params) > 1:
+                raise ValueError(f"{self.name}: some parameters appear in more than one "
+                                 f"parameter group ({_name_of(p)})")
+        assert self._param_groups is not None
+        first = not self._param_groups
+        options = self._group_defaults() | {"lr": self.lr} | {
+            k: v for k, v in spec.items() if k != "params"}
+        options = self._checked_group(options)
+        if first:  # its lr is the optimizer's (which may be a Keras schedule: kept unless set)
+            lr = options.pop("lr")
+            if "lr" in spec:
+                self.lr = lr
+        group = ParamGroup(self, params, options, live_lr=first)
+        self.build(params)
+        for p in params:
+            self._group_index[id(p)] = len(self._param_groups)
+        self._param_groups.append(group)
+        return params
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """PyTorch's ``add_param_group``: a new group of params with its own hyperparameters
+        (the optimizer's defaults for the ones it leaves out); optimizers with
+        ``supports_param_groups`` only."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"{self.name}.add_param_group: param_group must be a dict such as "
+                            f"{{'params': [...], 'lr': 0.01}}, got {type(param_group).__name__}")
+        if not self.supports_param_groups:
+            raise TypeError(f"{self.name} holds one param group; add_param_group is the "
+                            "PyTorch face's: nn.faces.torch.optim.SGD / Adam")
+        if self.params is None:
+            raise RuntimeError(f"{self.name}.add_param_group: build the optimizer from params "
+                               f"first; {_PARAMS_HINT}")
+        self.params.extend(self._add_group(param_group))
+
+    def _group_of(self, var: Any) -> ParamGroup:
+        """The group ``var`` belongs to (the first group for a variable given only through
+        ``apply_gradients``)."""
+        return self.param_groups[self._group_index.get(id(var), 0)]
 
     # ---- variables and slots -------------------------------------------------------------
     @property
@@ -187,7 +273,12 @@ class Optimizer:
                                 f"float32/float64 .data array (got {type(var).__name__})")
             self._index[id(var)] = len(self._variables)
             self._variables.append(var)
-            self._slots.append({s: np.zeros_like(data) for s in self.slot_names})
+            self._slots.append({s: self._zero_slot(s, data) for s in self.slot_names})
+
+    def _zero_slot(self, slot_name: str, like: np.ndarray) -> np.ndarray:
+        """A fresh slot for a variable whose values are ``like``: zeros of its shape and
+        dtype (a subclass may keep a scalar slot, such as a step count)."""
+        return np.zeros_like(like)
 
     def get_slot(self, var: Any, slot_name: str) -> np.ndarray:
         """The slot array (live, not a copy) named ``slot_name`` of ``var``."""
@@ -212,11 +303,11 @@ class Optimizer:
             raise ValueError(f"{self.name}.preview_update: grad for {_name_of(var)} has shape "
                              f"{g.shape}, expected the variable's shape {w.shape}")
         held = self._slots[self._index[id(var)]] if id(var) in self._index else None
-        slots = ({s: np.zeros_like(w) for s in self.slot_names} if held is None
+        slots = ({s: self._zero_slot(s, w) for s in self.slot_names} if held is None
                  else {k: a.copy() for k, a in held.items()})
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return np.asarray(self._update(g.astype(w.dtype, copy=False), w, slots,
-                                           self.iterations + 1))
+            return np.asarray(self._update_in_group(g.astype(w.dtype, copy=False), w, slots,
+                                                    self.iterations + 1, self._group_of(var)))
 
     # ---- the Keras face -----------------------------------------------------------------
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> int:
@@ -256,10 +347,10 @@ class Optimizer:
         for g, var in prepared:
             w = var.data
             slots = self._slots[self._index[id(var)]]
+            group = self._group_of(var)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                delta = self._update(g, w, slots, t)
-            new = self.weight_update.new_value(w, delta, getattr(var, "fmt", None), slots, t,
-                                               self._index[id(var)])
+                delta = self._update_in_group(g, w, slots, t, group)
+                new = self._new_weight(g, w, delta, var, slots, t, group)
             swamped = int(np.count_nonzero((new == w) & (delta != 0)))
             if swamped:
                 self.swamped_updates += swamped
@@ -271,6 +362,22 @@ class Optimizer:
     def _update(self, g: np.ndarray, w: np.ndarray, slots: dict[str, np.ndarray],
                 t: int) -> np.ndarray:
         raise NotImplementedError
+
+    def _new_weight(self, g: np.ndarray, w: np.ndarray, delta: np.ndarray, var: Any,
+                    slots: dict[str, np.ndarray], t: int, group: ParamGroup) -> np.ndarray:
+        """The value ``w`` takes after the update ``delta`` (``_update_in_group``'s, with the
+        slots already updated): ``w - delta`` into the variable's format by ``weight_update``'s
+        rule. The PyTorch face's SGD overrides it to round PyTorch's fused ``w - lr * step``
+        once."""
+        return self.weight_update.new_value(w, delta, getattr(var, "fmt", None), slots, t,
+                                            self._index[id(var)])
+
+    def _update_in_group(self, g: np.ndarray, w: np.ndarray, slots: dict[str, np.ndarray],
+                         t: int, group: ParamGroup) -> np.ndarray:
+        """``_update`` with the hyperparameters of ``group`` (the variable's param group): the
+        one-group optimizers read their own attributes; those with ``supports_param_groups``
+        override this."""
+        return self._update(g, w, slots, t)
 
     def _store(self, slot: np.ndarray) -> np.ndarray:
         """``slot`` (just updated in place) rounded in place to ``slot_dtype`` when one is set,
@@ -332,13 +439,20 @@ class Optimizer:
 
     def state_dict(self) -> dict[str, Any]:
         """Copies of the mutable state: ``iterations``, variable names and slots (in order),
-        and ``param_groups`` (the learning rate and what schedulers stored beside it)."""
-        group = self.param_groups[0]
+        and ``param_groups``: each group's hyperparameters (the learning rate and what
+        schedulers stored beside it) and, as PyTorch's, its params as indices into
+        ``variables``."""
+        groups = []
+        for group in self.param_groups:
+            saved = {k: group[k] for k in group if k != "params"}
+            if group.holds_params:
+                saved["params"] = [self._index[id(p)] for p in group["params"]]
+            groups.append(saved)
         return {
             "iterations": self.iterations,
             "variables": [_name_of(v) for v in self._variables],
             "slots": [{k: a.copy() for k, a in s.items()} for s in self._slots],
-            "param_groups": [{k: group[k] for k in group if k != "params"}],
+            "param_groups": groups,
         }
 
     def load_state_dict(self, state: dict[str, Any], variables: Iterable[Any] | None = None
@@ -359,11 +473,7 @@ class Optimizer:
         iterations = count(f"{self.name}: iterations", iterations)
         groups = state.get("param_groups")
         if groups is not None:  # (absent from states saved before param_groups existed)
-            if not (isinstance(groups, (list, tuple)) and len(groups) == 1
-                    and isinstance(groups[0], dict) and "lr" in groups[0]):
-                raise ValueError(f"{self.name}: param_groups must be one group with an 'lr', "
-                                 f"got {groups!r:.100}")
-            lr = number("param_groups[0]['lr']", groups[0]["lr"], lo=0.0, hi=math.inf)
+            self._check_groups(groups)
         if not slots and iterations == 0:
             # saved before the first step: nothing was built, and fresh slots (zeros) are
             # exactly what that optimizer would have built
@@ -372,7 +482,7 @@ class Optimizer:
                     arr[...] = 0
             self.iterations = 0
             if groups is not None:
-                self._load_group(groups[0], lr)
+                self._load_groups(groups)
             return
         if len(slots) != len(self._slots):
             raise ValueError(f"{self.name}: state holds slots for {len(slots)} variables, this "
@@ -392,57 +502,34 @@ class Optimizer:
                 np.copyto(mine[k], arr)
         self.iterations = iterations
         if groups is not None:
-            self._load_group(groups[0], lr)
+            self._load_groups(groups)
 
-    def _load_group(self, saved: dict[str, Any], lr: float) -> None:
-        group = self.param_groups[0]
-        for k, v in saved.items():
-            if k != "lr":
-                group[k] = v
-        self.lr = lr
+    def _check_groups(self, groups: Any) -> None:
+        """Refuse (ValueError) saved ``param_groups`` that do not match this optimizer's: the
+        number of groups, an lr, the size of a group (PyTorch's checks)."""
+        mine = self.param_groups
+        if not (isinstance(groups, (list, tuple)) and len(groups) == len(mine)
+                and all(isinstance(g, dict) and "lr" in g for g in groups)):
+            raise ValueError(f"{self.name}: param_groups must be {len(mine)} group(s) with an "
+                             f"'lr' each, as this optimizer holds; got {groups!r:.100}")
+        for i, (saved, group) in enumerate(zip(groups, mine, strict=True)):
+            number(f"param_groups[{i}]['lr']", saved["lr"], lo=0.0, hi=math.inf)
+            if "params" in saved and group.holds_params and len(saved["params"]) != len(
+                    group["params"]):
+                raise ValueError(f"{self.name}: loaded state dict contains a parameter group "
+                                 f"that doesn't match the size of optimizer's group {i} "
+                                 f"({len(saved['params'])} params, expected "
+                                 f"{len(group['params'])})")
+
+    def _load_groups(self, groups: list[dict[str, Any]]) -> None:
+        for saved, group in zip(groups, self.param_groups, strict=True):
+            for k, v in saved.items():
+                if k != "params":
+                    group[k] = v
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "name")
         return f"{type(self).__name__}({args})"
-
-
-class ParamGroup(MutableMapping[str, Any]):
-    """One entry of ``Optimizer.param_groups``: ``"params"`` (the optimizer's params) and
-    ``"lr"`` (its learning rate, live) plus entries of one's own (``"initial_lr"``)."""
-
-    def __init__(self, optimizer: Optimizer) -> None:
-        self._optimizer = optimizer
-        self._extra: dict[str, Any] = {}
-
-    def __getitem__(self, key: str) -> Any:
-        if key == "lr":
-            return self._optimizer.lr
-        if key == "params":
-            return self._optimizer._require_params("param_groups")
-        return self._extra[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key == "lr":
-            self._optimizer.lr = value
-        elif key == "params":
-            raise KeyError("param_groups[0]['params'] is fixed when the optimizer is built "
-                           "(nn optimizers hold one group)")
-        else:
-            self._extra[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        if key in ("lr", "params"):
-            raise KeyError(f"param_groups[0][{key!r}] cannot be deleted")
-        del self._extra[key]
-
-    def __iter__(self) -> Iterator[str]:
-        yield from ("params", "lr", *self._extra)
-
-    def __len__(self) -> int:
-        return 2 + len(self._extra)
-
-    def __repr__(self) -> str:
-        return f"ParamGroup(lr={self._optimizer.lr!r}, {self._extra!r})"
 
 
 def _slot_format(cls_name: str, slot_dtype: str | None) -> tuple[str | None, Any]:

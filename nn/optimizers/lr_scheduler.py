@@ -10,7 +10,10 @@ so the sequence of learning rates equals torch's bit for bit:
 - ``CosineAnnealingLR``: PyTorch's recursive form of
   ``eta_min + (initial_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2``.
 
-Call ``scheduler.step()`` after ``optimizer.step()``, as in PyTorch.
+Call ``scheduler.step()`` after ``optimizer.step()``, as in PyTorch. ``last_epoch=k`` resumes a
+schedule as PyTorch's does: every group must already hold its ``initial_lr`` (a loaded optimizer
+state dict has it; a KeyError otherwise, PyTorch's), and the constructor's step computes the lr of
+epoch ``k + 1`` from the groups' current ``lr``.
 """
 
 from __future__ import annotations
@@ -31,12 +34,20 @@ class LRScheduler:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: {type(optimizer).__name__} is not an nn "
                             "optimizer (SGD(model.parameters(), lr=...), Adam(...))")
-        if last_epoch != -1:
-            raise NotImplementedError(f"{type(self).__name__}: last_epoch={last_epoch!r}; "
-                                      "resume a schedule with load_state_dict() instead")
+        if isinstance(last_epoch, bool) or not isinstance(last_epoch, int) or last_epoch < -1:
+            raise ValueError(f"{type(self).__name__}: last_epoch must be an integer >= -1 (-1: "
+                             f"a new schedule), got {last_epoch!r}")
         self.optimizer = optimizer
-        for group in optimizer.param_groups:
-            group.setdefault("initial_lr", group["lr"])
+        if last_epoch == -1:
+            for group in optimizer.param_groups:
+                group.setdefault("initial_lr", group["lr"])
+        else:
+            for i, group in enumerate(optimizer.param_groups):
+                if "initial_lr" not in group:
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
+                                   "when resuming scheduler with last_epoch >= 0: load the "
+                                   "optimizer's state_dict (saved while a scheduler ran) "
+                                   "before making the scheduler")
         self.base_lrs: list[float] = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._initial = True

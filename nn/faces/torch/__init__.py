@@ -9,16 +9,21 @@ every op rounds to its emulated format):
   ``no_grad``, ``enable_grad``, ``is_grad_enabled``; ``save``/``load`` (state dicts);
 - ``torch.nn``: ``Module``, ``Linear``, ``Conv2d``, ``LayerNorm``, ``ReLU``, ``Sequential``,
   ``CrossEntropyLoss``, ``MSELoss``, ``functional``, ``utils.clip_grad_norm_``;
-- ``torch.optim``: ``SGD``, ``Adam``, ``lr_scheduler.{StepLR, LambdaLR, CosineAnnealingLR}``;
+- ``torch.optim``: ``SGD``, ``Adam`` (param groups, ``add_param_group``),
+  ``lr_scheduler.{StepLR, LambdaLR, CosineAnnealingLR}`` (``last_epoch=``);
 - ``torch.amp``: ``GradScaler``, ``autocast``, ``custom_fwd``, ``custom_bwd``;
   ``torch.autocast``, ``is_autocast_enabled``;
-- ``torch.autograd``: ``grad`` (``create_graph``, ``retain_graph``), ``backward``, ``Function``.
+- ``torch.autograd``: ``grad`` (several outputs, ``grad_outputs``, ``allow_unused``,
+  ``create_graph``, ``retain_graph``), ``backward``, ``Function`` (``ctx.save_for_backward``,
+  ``ctx.mark_non_differentiable``);
+- tensor methods: ``size()`` / ``size(dim)`` (the shape; ``x.size`` uncalled stays nn's element
+  count), ``dim()``, ``numel()``, ``pow``, ``mm``, ``t()``, ``to(dtype)``, ``half()``, ...
 
 Not PyTorch: tensors have no device (``.cuda()``/``.to("cuda")`` raise; ``autocast("cuda")``
 and ``GradScaler("cuda")`` follow CUDA's rules, emulated on the CPU); ``randn`` draws from
 numpy's generator, not torch's. An idiom outside this list raises AttributeError naming the
 face (``torch.fft`` is not covered) rather than running with another meaning. See
-docs/from_pytorch.md.
+docs/from-pytorch.md.
 """
 
 from __future__ import annotations
@@ -58,4 +63,4 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     raise AttributeError(f"nn.faces.torch has no {name!r}: the PyTorch face covers "
                          f"{', '.join(sorted(__all__))} (see its docstring and "
-                         "docs/from_pytorch.md)")
+                         "docs/from-pytorch.md)")

@@ -203,18 +203,10 @@ def conv_net(T: Any, x: np.ndarray, kernel: np.ndarray, fc: np.ndarray
             return T.nn.functional.log_softmax(self.fc(h), dim=-1)
 
     net = Net()
-    net(T.tensor(x))  # (builds nn's layers; a no-op forward for torch)
-    with T.no_grad():  # the same weights on both sides; nn's kernel is (kh, kw, in, out)
-        if T is torch:
-            net.conv.weight.copy_(torch.tensor(kernel.transpose(3, 2, 0, 1)))
-            net.conv.bias.zero_()
-            net.fc.weight.copy_(torch.tensor(fc))
-            net.fc.bias.zero_()
-        else:
-            net.conv.kernel.assign(kernel)
-            net.conv.bias.assign(np.zeros(3))
-            net.fc.weight.assign(fc)
-            net.fc.bias.assign(np.zeros(5))
+    net(T.tensor(x))  # (builds nn's LayerNorm; a no-op forward for torch)
+    # the same weights on both sides, in PyTorch's layouts: the conv's (out, in, kh, kw)
+    net.conv.load_state_dict({"weight": T.tensor(kernel), "bias": T.zeros(3)})
+    net.fc.load_state_dict({"weight": T.tensor(fc), "bias": T.zeros(5)})
     xt = T.tensor(x, requires_grad=True)
     out = net(xt)
     out.sum().backward()
@@ -224,7 +216,7 @@ def conv_net(T: Any, x: np.ndarray, kernel: np.ndarray, fc: np.ndarray
 def test_a_custom_module_with_conv_layernorm_and_functional_equals_torchs():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(2, 2, 4, 4)).astype(np.float32)
-    kernel = (rng.normal(size=(3, 3, 2, 3)) * 0.3).astype(np.float32)
+    kernel = (rng.normal(size=(3, 2, 3, 3)) * 0.3).astype(np.float32)
     fc = (rng.normal(size=(5, 48)) * 0.2).astype(np.float32)
     mine, theirs = conv_net(face, x, kernel, fc), conv_net(torch, x, kernel, fc)
     for m, t in zip(mine, theirs, strict=True):

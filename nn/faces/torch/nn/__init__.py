@@ -2,7 +2,8 @@
 ``CrossEntropyLoss``, ``MSELoss``, ``functional`` and ``utils`` (``clip_grad_norm_``).
 
 These are nn's own layers (``nn.Linear`` is PyTorch's ``Linear``: ``weight`` of shape
-(out_features, in_features), ``state_dict`` keys ``"0.weight"``); ``Module`` is ``nn.Layer``,
+(out_features, in_features), ``state_dict`` keys ``"0.weight"``; ``Conv2d``'s ``weight`` is
+PyTorch's (out, in, kh, kw), so torch's state dicts load as they are); ``Module`` is ``nn.Layer``,
 whose subclasses write ``__init__`` + ``forward`` as in PyTorch. Parameters are fp32 master
 weights; each op rounds to its format (inside ``autocast`` the eligible ops run low).
 """
