@@ -54,6 +54,8 @@ def test_two_seeds_on_torch_write_nn_results_schema_with_verdicts_that_the_repor
         assert c["verdict"].upper() in printed
     page = report.render([r])
     assert "| underflow | loss scaling | mixed_float16, no scaling > float32 | 2 |" in page
+    assert ("Reproduce: `fpsim compare --experiment underflow --seeds 2 --backend torch "
+            "--device cpu --scale 2`") in page
     assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
