@@ -15,10 +15,12 @@ Measured per run, as ``LMRun``: held-out loss, the last steps' training loss, th
 activation and weight gradients flushed to zero (ours: underflow events over rounded elements
 at the ``grad_input``/``grad_a``/... and ``grad_weight``/``grad_bias`` sites of
 ``fpsim.monitor``), skipped steps and the final scale (GradScaler), the first non-finite step.
-Swamped updates are not counted here (``LMRun.swamped_updates`` reads 0: emulate keeps fp32
-masters). The float32 run's history also holds the exponents of its true gradients (each
-module's output gradient as "activation", the parameters' as "weight"), which the picture
-draws against fp16's range.
+Swamped updates (an update that left its stored weight unchanged) are counted where the
+weights are stored in a narrow format (``Variant.stored``: after each optimizer step every
+parameter is rounded to it, the master-weights experiment's "no master" run); elsewhere
+emulate keeps fp32 masters and ``LMRun.swamped_updates`` reads 0. The float32 run's history
+also holds the exponents of its true gradients (each module's output gradient as
+"activation", the parameters' as "weight"), which the picture draws against fp16's range.
 
 ``SUPPORTED`` names the experiments this backend runs; any other raises ValueError naming them.
 """
@@ -26,6 +28,7 @@ draws against fp16's range.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import time
 from collections.abc import Callable
@@ -37,7 +40,9 @@ import numpy as np
 import fpsim
 from nn.datasets.text import VOCABULARY
 from nn.experiments.lm import LMConfig, LMRun, data_for, final_loss, first_nonfinite_step
+from nn.experiments.masters import MIXED, PURE
 from nn.experiments.result import ExperimentResult
+from nn.experiments.stories import master_weights_lm
 from nn.experiments.table import EXPERIMENTS, FP32, SCALED, UNSCALED
 from nn.training.history import History
 
@@ -49,11 +54,13 @@ EVAL_BATCH = 256  # held-out windows per forward pass when scoring (ours)
 
 @dataclass(frozen=True)
 class Variant:
-    """One run of an experiment: its label, its policy, whether GradScaler scales the loss."""
+    """One run of an experiment: its label, its policy, whether GradScaler scales the loss,
+    and the format the weights are stored in (None: fp32 masters, emulate's way)."""
 
     label: str
     policy: str
     scaled: bool = False
+    stored: str | None = None
 
 
 # the experiments the torch backend runs: name -> the runs (labels as nn's, so the tables and
@@ -65,6 +72,13 @@ SUPPORTED: dict[str, tuple[Variant, ...]] = {
                       Variant(SCALED, "mixed_float16", scaled=True)),
     "bf16": (Variant(FP32, "float32"), Variant(SCALED, "mixed_float16", scaled=True),
              Variant("mixed_bfloat16", "mixed_bfloat16")),
+    "master-weights-lm": (Variant(MIXED, "mixed_float16", scaled=True),
+                          Variant(PURE, "float16", scaled=True, stored="float16")),
+}
+# the learning rate an experiment trains at where its nn version sets its own (nn's default)
+LEARNING_RATE: dict[str, float] = {
+    "master-weights-lm": inspect.signature(master_weights_lm).parameters[
+        "learning_rate"].default,
 }
 
 
@@ -166,12 +180,15 @@ def _train(variant: Variant, config: LMConfig, device: str) -> tuple[LMRun, Any]
 
     (x, y), (x_test, y_test) = data_for(config)
     model = ft.emulate(torch_lm(config).to(device), variant.policy)
+    if variant.stored is not None:
+        _store(model, variant.stored)
     opt = make_optimizer(config, model)
     scaler = torch.amp.GradScaler(device, enabled=variant.scaled)
     history = History()
     exact = variant.policy == "float32"  # its true gradients are recorded for the picture
     hooks = _record_activation_gradients(model, history) if exact else []
     b = config.batch_size
+    swamped = 0
     start = time.perf_counter()
     with fpsim.monitor() as m:
         for step in range(config.steps):
@@ -185,7 +202,11 @@ def _train(variant: Variant, config: LMConfig, device: str) -> tuple[LMRun, Any]
                 history.record_gradients("weight", torch.cat(
                     [p.grad.detach().reshape(-1) for p in model.parameters()
                      if p.grad is not None]).cpu().numpy())
+            before = ([p.detach().clone() for p in model.parameters()]
+                      if variant.stored is not None else None)
             scaler.step(opt)
+            if before is not None and variant.stored is not None:
+                swamped += _store(model, variant.stored, before)
             scaler.update()
             history.record_step(loss.item(), scale, variant.scaled and scaler.get_scale() < scale)
     for h in hooks:
@@ -198,12 +219,30 @@ def _train(variant: Variant, config: LMConfig, device: str) -> tuple[LMRun, Any]
         final_loss=final_loss(history),
         activation_underflow=_share(m.counts, _ACTIVATION_GRADS),
         activation_subnormal=_share(m.counts, _ACTIVATION_GRADS, "subnormal"),
-        weight_underflow=_share(m.counts, _WEIGHT_GRADS), swamped_updates=0,
+        weight_underflow=_share(m.counts, _WEIGHT_GRADS), swamped_updates=swamped,
         skipped_steps=int(np.sum(history.step_skipped)),
         final_loss_scale=scaler.get_scale() if variant.scaled else None,
         nan_step=first_nonfinite_step(history), wall_time=time.perf_counter() - start,
         history=history)
     return run, model
+
+
+def _store(model: Any, fmt: str, before: list[Any] | None = None) -> int:
+    """Round every parameter of ``model`` to ``fmt`` in place (weights stored in ``fmt``);
+    with ``before`` (the stored weights before the optimizer's step) returns how many
+    elements the step changed whose stored value it left as before (swamped updates)."""
+    import torch
+
+    import fpsim.torch as ft
+
+    swamped = 0
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            stored = ft.round(p, fmt)
+            if before is not None:
+                swamped += int(((p != before[i]) & (stored == before[i])).sum())
+            p.copy_(stored)
+    return swamped
 
 
 def train(variant: Variant, config: LMConfig, device: str = "cpu") -> LMRun:
@@ -248,12 +287,22 @@ def forward_errors(reference: Any, config: LMConfig, device: str) -> dict[str, f
     return errors
 
 
-# what an experiment measures beyond its runs, as nn's version of it does: name -> (the float32
-# run's trained model, config, device) -> extra numbers (for its findings)
-EXTRA: dict[str, Callable[[Any, LMConfig, str], dict[str, float]]] = {
-    "underflow": lambda model, config, device: {},
-    "underflow-sgd": lambda model, config, device: {},
-    "bf16": forward_errors,
+def swamped_shares(runs: list[LMRun], config: LMConfig) -> dict[str, dict[str, float]]:
+    """As nn's master_weights_lm: per run, swamped updates over the updates made (parameter
+    elements times the steps not skipped)."""
+    elements = sum(p.numel() for p in torch_lm(config).parameters())
+    return {"swamped_share": {r.label: r.swamped_updates / max(
+        elements * (config.steps - r.skipped_steps), 1) for r in runs}}
+
+
+# what an experiment measures beyond its runs, as nn's version of it does: name -> (the runs,
+# the trained models by policy, config, device) -> extra numbers (for its findings)
+EXTRA: dict[str, Callable[[list[LMRun], dict[str, Any], LMConfig, str], dict[str, Any]]] = {
+    "underflow": lambda runs, models, config, device: {},
+    "underflow-sgd": lambda runs, models, config, device: {},
+    "bf16": lambda runs, models, config, device: forward_errors(models["float32"], config,
+                                                                device),
+    "master-weights-lm": lambda runs, models, config, device: swamped_shares(runs, config),
 }
 
 
@@ -264,6 +313,8 @@ def run_config(name: str, config: LMConfig, *, device: str = "cpu",
     ``nn.experiments.seeds`` calls per seed (``runner``)."""
     check_supported(name)
     entry = EXPERIMENTS[name]
+    if name in LEARNING_RATE:
+        config = config.with_(learning_rate=LEARNING_RATE[name])
     runs, models = [], {}
     for variant in SUPPORTED[name]:
         run, models[variant.policy] = _train(variant, config, device)
@@ -274,7 +325,7 @@ def run_config(name: str, config: LMConfig, *, device: str = "cpu",
     return ExperimentResult(
         name, f"{entry.title} [torch, {device}]", config,
         f"the policy and loss scaling of fpsim.torch.emulate (torch {device})", runs,
-        {"backend": "torch", "device": device, **EXTRA[name](models["float32"], config, device)},
+        {"backend": "torch", "device": device, **EXTRA[name](runs, models, config, device)},
         None if contrast is None else (contrast.variant, contrast.reference))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -13,12 +14,14 @@ import fpsim  # noqa: E402
 import fpsim.torch as ft  # noqa: E402
 from fpsim.cli import main  # noqa: E402
 from nn.experiments import torch_backend, torch_replay  # noqa: E402
+from nn.experiments.masters import MIXED, PURE  # noqa: E402
 from nn.experiments.table import EXPERIMENTS, SCALED, UNSCALED  # noqa: E402
 
 
 def test_unsupported_experiments_are_refused_naming_the_supported_ones():
-    with pytest.raises(ValueError, match="runs the experiments underflow, underflow-sgd, bf16; "
-                                         "'statistics' runs on --backend nn only"):
+    with pytest.raises(ValueError, match="runs the experiments underflow, underflow-sgd, bf16, "
+                                         "master-weights-lm; 'statistics' runs on --backend nn "
+                                         "only"):
         torch_backend.check_supported("statistics")
     assert set(torch_backend.SUPPORTED) <= set(EXPERIMENTS)
 
@@ -98,3 +101,32 @@ def test_the_what_if_replay_on_the_torch_lm_measures_each_alternative_against_fl
                                                                    "flushed_norm")
     assert {r.scale for r in found.replays if r.alternative == "scaled fp16"} <= {2.0**15,
                                                                                   2.0**14}
+
+
+def test_stored_weights_are_rounded_and_an_update_below_half_an_ulp_counts_as_swamped():
+    """fp16 holds 1.0 with an ulp of 2^-10: an update of 1e-4 (below half an ulp) is lost and
+    counted, one of 1e-2 is kept, rounded as fpsim.round rounds it."""
+    layer = torch.nn.Linear(4, 2)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+        layer.bias.fill_(1.0)
+    before = [p.detach().clone() for p in layer.parameters()]
+    with torch.no_grad():
+        layer.weight.add_(1e-4)
+        layer.bias.add_(1e-2)
+    assert torch_backend._store(layer, "float16", before) == layer.weight.numel()
+    assert torch.all(layer.weight == 1.0)
+    want = float(fpsim.round(np.float32(np.float32(1.0) + np.float32(1e-2)), "float16"))
+    assert torch.all(layer.bias == want) and want != 1.0
+
+
+def test_master_weights_lm_runs_on_torch_with_fp16_stored_weights_swamping_updates():
+    result = torch_backend.run_experiment("master-weights-lm", steps=3)
+    assert [r.label for r in result.runs] == [MIXED, PURE]
+    assert result.config.learning_rate == torch_backend.LEARNING_RATE["master-weights-lm"]
+    by_label = {r.label: r for r in result.runs}
+    assert by_label[MIXED].swamped_updates == 0  # fp32 masters: nothing is counted
+    assert by_label[PURE].swamped_updates > 0
+    shares = result.extra["swamped_share"]
+    assert 0 < shares[PURE] <= 1 and shares[MIXED] == 0
+    assert len(EXPERIMENTS["master-weights-lm"].findings(result)) == 3  # nn's own words
