@@ -1,7 +1,7 @@
 """fpsim.torch on CPU: rounding speed against torch's own cast, and an emulated training step
 against the plain float32 step, each pair measured alternately in the same run.
 
-    python benchmarks/bench_torch.py [--n-log2 24] [--repeat 7]
+    python benchmarks/bench_torch.py [--n-log2 24] [--repeat 7] [--threads N] [--only train]
 
 1. ``fpsim.torch.round(x, fmt)`` (nearest-even) of 2^n float32 against torch's
    ``x.to(torch.float16).to(torch.float32)`` round trip: fp16 and bf16 take torch's cast (it
@@ -14,11 +14,22 @@ against the plain float32 step, each pair measured alternately in the same run.
    sizes) under ``fpsim.torch.emulate(model, "mixed_float16")`` against the same model's plain
    float32 step (<= 2x is the issue's target for the LM); the LM's nn.MultiheadAttention is
    emulated too (its projections and attention products).
+
+``--threads N`` sets torch's intra-op threads (default: torch's choice, one per core). The
+emulated step runs about eight roundings per Linear (operands, output, gradients), each a few
+passes over its tensor, and so many more, smaller parallel regions than the float32 step: on a
+loaded machine the threads' waits at each region grow the ratio. Measured on a shared 2-core
+machine at load average 3.3 to 5 (``--only train --threads 2``, then ``--threads 1``, twice):
+the char LM's ratio 1.0x to 2.4x on 2 threads, 1.2x to 1.8x on 1 thread; on 1 thread a profile
+of the emulated step gives a quarter of its time to the roundings (cast, NaN/overflow check,
+cast back). Numbers from a quiet machine are the ones to quote; the load average is printed
+with the results.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -83,10 +94,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-log2", type=int, default=24)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch's intra-op threads (default: torch's choice)")
+    parser.add_argument("--only", choices=("round", "train"), default=None,
+                        help="run one of the two benchmarks")
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    bench_round(args.n_log2, args.repeat)
-    bench_train(args.repeat)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
+          f"{os.getloadavg()[0]:.2f} (1 min)")
+    if args.only in (None, "round"):
+        bench_round(args.n_log2, args.repeat)
+    if args.only in (None, "train"):
+        bench_train(args.repeat)
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min) at the end")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import datetime
 import json
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from fpsim.cli import Command, check_writable, positive_int
 from nn import experiments as ex
 from nn.engine import checks
 from nn.engine.blas import BLAS_THREADS, limit_blas
-from nn.experiments import replay, seeds, torch_backend
+from nn.experiments import replay, seeds, torch_backend, torch_replay
 from nn.experiments.result import loss_text
 from nn.losses import SparseCategoricalCrossentropy
 
@@ -151,9 +153,14 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                              "steps)")
     parser.add_argument("--backend", choices=("nn", "torch"), default="nn",
                         help="nn: this package's trainer; torch: the LM as a PyTorch module "
-                             "under fpsim.torch.emulate, one seed (nn.experiments.torch_backend)")
+                             "under fpsim.torch.emulate, with the same seeds, verdicts, JSON "
+                             "and picture (nn.experiments.torch_backend; experiments "
+                             f"{', '.join(torch_backend.SUPPORTED)})")
     parser.add_argument("--device", default="cpu",
                         help="--backend torch: the torch device (cpu, cuda)")
+    parser.add_argument("--scale", type=positive_int, default=1, metavar="K",
+                        help="--backend torch: the LM K times as wide as the classroom one "
+                             "(embedding, heads and feed-forward width times K)")
 
 
 def _threads_arg(text: str) -> int:
@@ -287,26 +294,64 @@ def _command(args: argparse.Namespace, name: str | None, seed_list: list[int]) -
         words.append(f"--steps {args.steps}")
     if args.quick:
         words.append("--quick")
+    if args.backend == "torch":
+        words += ["--backend torch", f"--device {args.device}",
+                  *([f"--scale {args.scale}"] if args.scale != 1 else [])]
     if args.json:
         words.append(f"--json {args.json}")
     return " ".join(words)
+
+
+@dataclass(frozen=True)
+class _Backend:
+    """How one backend trains an experiment's seeds: its ``run`` of one seed (None: the
+    table's), its warm-up, the configuration it trains, the processes and BLAS threads of
+    ``seeds.run_seeds`` and what it adds to the results file."""
+
+    run: Callable[[Any], Any] | None
+    warm_up: Callable[[], float]
+    config: Any
+    processes: int | None
+    blas_threads: int | None
+    numbers: dict[str, Any]
+
+
+def _nn_backend(args: argparse.Namespace, name: str, config: Any) -> _Backend:
+    return _Backend(None, lambda: ex.warm_up_experiment(name), config, args.processes,
+                    args.blas_threads or None, {})
+
+
+def _torch_backend(args: argparse.Namespace, name: str, config: Any) -> _Backend:
+    # one process unless asked (ours): torch spreads one seed over the cores itself; its
+    # threads are torch's own, so BLAS is left as the environment set it
+    return _Backend(torch_backend.runner(name, args.device),
+                    lambda: torch_backend.warm_up(name, args.device),
+                    torch_backend.scaled(config, args.scale), args.processes or 1, None,
+                    torch_backend.describe(args.device, args.scale))
+
+
+BACKENDS: dict[str, Callable[[argparse.Namespace, str, Any], _Backend]] = {
+    "nn": _nn_backend, "torch": _torch_backend}
 
 
 def _compare_experiment(args: argparse.Namespace, name: str, png: Path) -> dict[str, object]:
     from nn import plot  # matplotlib is needed only here
 
     entry = ex.experiment(name)
-    config = entry.config_for(steps=args.steps if args.steps is not None else (
-        ex.QUICK_STEPS if args.quick else None))
+    backend = BACKENDS[args.backend](args, name, entry.config_for(
+        steps=args.steps if args.steps is not None else (
+            ex.QUICK_STEPS if args.quick else None)))
     seed_list = args.seeds if args.seeds is not None else list(range(entry.default_seeds))
     print(f"experiment {entry.name}: {entry.title}")
     print(f"technique: {entry.technique}")
-    warm = ex.warm_up_experiment(name)
+    if backend.numbers:
+        print("backend: " + ", ".join(f"{k} {v}" for k, v in backend.numbers.items()))
+    warm = backend.warm_up()
     print(f"one-time compilation and warm-up (the experiment at 2 steps, not in the times "
           f"below): {warm:.1f} s", flush=True)
-    seeded = seeds.run_seeds(name, seed_list, config=config, processes=args.processes,
-                             blas_threads=args.blas_threads or None,
-                             progress=lambda line: print(line, flush=True))
+    seeded = seeds.run_seeds(name, seed_list, config=backend.config,
+                             processes=backend.processes, blas_threads=backend.blas_threads,
+                             progress=lambda line: print(line, flush=True), run=backend.run)
     result = seeded.first
     assert result is not None
     print(result.config.describe().replace(f"seed {seed_list[0]}",
@@ -320,7 +365,8 @@ def _compare_experiment(args: argparse.Namespace, name: str, png: Path) -> dict[
         print(line)
     plot.experiment_figure(seeded, png)
     print(f"wrote {png} ({seeded.wall_time:.1f} s for the seeds)", flush=True)
-    return seeded.numbers(_command(args, None if args.all else name, seed_list))
+    return {**seeded.numbers(_command(args, None if args.all else name, seed_list)),
+            **backend.numbers}
 
 
 def replay_table(found: Any) -> str:
@@ -393,20 +439,24 @@ COMPARE_KINDS: dict[str, tuple[frozenset[str], str]] = {
                "--epochs epochs"),
     "experiment": (_RUNS | {"--experiment"},
                    "the table's experiments train for --steps steps per seed"),
-    "torch": (frozenset({"--backend", "--device", "--experiment", "--steps", "--quick",
-                         "--what-if"}),
-              "--backend torch runs one --experiment (or --what-if) from one seed on "
-              "fpsim.torch (no --all, --seeds or --json yet)"),
+    "torch": (frozenset({"--backend", "--device", "--scale", "--experiment", "--all", "--steps",
+                         "--quick", "--seeds", "--json", "--out", "--processes"}),
+              "--backend torch runs --experiment NAME (or --all of its experiments) from "
+              "--seeds on fpsim.torch"),
+    "torch what-if": (frozenset({"--backend", "--device", "--scale", "--what-if",
+                                 "--experiment", "--steps", "--quick", "--json"}),
+                      "--backend torch --what-if replays --steps steps of one float32 "
+                      "trajectory of the torch language model"),
 }
 
 
 def _compare_kind(args: argparse.Namespace) -> str:
-    """The kind of run ``args`` asks for: the first of --list, --backend torch, --what-if,
-    --all, digits."""
+    """The kind of run ``args`` asks for: the first of --list, --backend torch (with or without
+    --what-if), --what-if, --all, digits."""
     if args.list:
         return "list"
     if args.backend == "torch":
-        return "torch"
+        return "torch what-if" if args.what_if else "torch"
     if args.what_if:
         return "what-if"
     if args.all:
@@ -455,17 +505,20 @@ def compare(args: argparse.Namespace) -> int:
         check_writable(Path(args.json), "--json")
     check_compare_options(args)
     start = time.perf_counter()
-    if args.backend == "torch":
-        _compare_torch(args)
+    if args.backend == "torch" and args.what_if:
+        _what_if_torch(args)
         return 0
     if args.what_if:
         _what_if(args)
         return 0
-    if args.experiment == ex.DIGITS and not args.all:
+    if args.experiment == ex.DIGITS and not args.all and args.backend == "nn":
         _compare_digits(args, out)
         print(f"wrote {out / 'compare.png'} ({time.perf_counter() - start:.1f} s in all)")
         return 0
-    names = list(ex.EXPERIMENTS) if args.all else [args.experiment]
+    names = ALL[args.backend]() if args.all else [args.experiment]
+    if args.backend == "torch":
+        for name in names:
+            torch_backend.check_supported(name)
     kept = _finished(args) if args.resume else {}
     found: dict[str, object] = {}
     for name in names:
@@ -484,27 +537,38 @@ def compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_torch(args: argparse.Namespace) -> None:
-    """``--backend torch``: one experiment of nn.experiments.torch_backend.SUPPORTED, one seed,
-    its table."""
+# what --all runs on each backend (looked up when it runs)
+ALL: dict[str, Callable[[], list[str]]] = {"nn": lambda: list(ex.EXPERIMENTS),
+                                           "torch": lambda: list(torch_backend.SUPPORTED)}
+
+
+def _what_if_torch(args: argparse.Namespace) -> None:
+    """``--backend torch --what-if``: ``_what_if``'s replay on the torch LM (the experiment's
+    LM, or the default one), ``--scale`` times as wide."""
     steps = args.steps if args.steps is not None else (ex.QUICK_STEPS if args.quick else None)
-    if args.what_if:  # the LM of the experiment (or the default one), as _what_if
-        config = ex.experiment(args.experiment).config if args.experiment in ex.EXPERIMENTS \
-            else ex.DEFAULT
-        config = (config if isinstance(config, ex.LMConfig) else ex.DEFAULT).with_(
-            **({} if steps is None else {"steps": steps}))
-        replayed = sorted({0, config.steps // 3, config.steps - 1})
-        print(f"what-if replay on the torch LM ({args.device}): {config.describe()}; "
-              f"replayed steps {replayed}")
-        print(replay_table(torch_backend.what_if(config, replayed, args.device,
-                                                 lambda line: print(line, flush=True))))
-        return
-    torch_backend.check_supported(args.experiment)
-    result = torch_backend.run_experiment(args.experiment, steps=steps, device=args.device,
-                                          progress=lambda line: print(line, flush=True))
-    print(f"experiment {result.name}: {result.title}")
-    print(result.config.describe())
-    print(experiment_table(result))
+    config = ex.experiment(args.experiment).config if args.experiment in ex.EXPERIMENTS \
+        else ex.DEFAULT
+    config = torch_backend.scaled(
+        (config if isinstance(config, ex.LMConfig) else ex.DEFAULT).with_(
+            **({} if steps is None else {"steps": steps})), args.scale)
+    replayed = sorted({0, config.steps // 3, config.steps - 1})
+    print(f"what-if replay on the torch LM ({args.device}): {config.describe()}; "
+          f"replayed steps {replayed}")
+    found = torch_replay.what_if(config, replayed, args.device,
+                                 lambda line: print(line, flush=True))
+    print(replay_table(found))
+    if args.json:
+        numbers = found.numbers()
+        numbers["command"] = " ".join([
+            "fpsim compare --what-if --backend torch", f"--device {args.device}",
+            *([f"--scale {args.scale}"] if args.scale != 1 else []),
+            f"--experiment {args.experiment}",
+            *([f"--steps {args.steps}"] if args.steps else []), f"--json {args.json}"])
+        numbers["date"] = _now()
+        numbers["machine"] = seeds.machine()
+        numbers.update(torch_backend.describe(args.device, args.scale))
+        _write_json(Path(args.json), numbers)
+        print(f"wrote {args.json}")
 
 
 def _finished(args: argparse.Namespace) -> dict[str, object]:

@@ -33,7 +33,7 @@ from fpsim.mx import (
     tensor_scale_of,
     two_level_pair,
 )
-from fpsim.rounding import RoundingMode, get_mode
+from fpsim.rounding import RoundingMode, check_rng_bits, get_mode
 from fpsim.torch.rounding import check_tensor, round_checked
 
 __all__ = ["decode", "encode", "quantize"]
@@ -81,7 +81,7 @@ class _Blocks:
     """One quantization, block by block (float64 throughout), as fpsim.mx._Blocks."""
 
     def __init__(self, rows: torch.Tensor, bf: BlockFormat, rule: str, mode: RoundingMode,
-                 generator: torch.Generator | None) -> None:
+                 generator: torch.Generator | None, rng_bits: int | None = None) -> None:
         blocks = _blocks(rows.to(torch.float64), bf.block)
         amax = blocks.abs().amax(dim=-1)  # NaN if any NaN, inf if any inf
         bad = ~torch.isfinite(amax)
@@ -103,7 +103,7 @@ class _Blocks:
         live = ~bad & (divisor > 0)
         scaled = blocks / torch.where(live, divisor, 1.0)[..., None]
         elements = round_checked(scaled, bf.element, mode, generator, True, "saturate", None,
-                                 counting=False)
+                                 counting=False, rng_bits=rng_bits)
         # a zero scale (NVFP4 scale underflow, all-zero block) keeps each element's sign of 0
         zeros = torch.copysign(torch.zeros_like(blocks),
                                torch.where(bad[..., None], 1.0, blocks))
@@ -161,6 +161,13 @@ def _from_codes(codes: torch.Tensor, fmt: Format) -> torch.Tensor:
     return torch.from_numpy(values).to(codes.device)[codes.long()]
 
 
+def _checked_generator(generator: object) -> torch.Generator | None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got "
+                        f"{type(generator).__name__}")
+    return generator
+
+
 def _prepare(t: object, fmt: BlockFormat | str, axis: int, scale_rounding: str | None
              ) -> tuple[torch.Tensor, BlockFormat, int, str]:
     t = check_tensor("t", t)
@@ -177,18 +184,27 @@ def quantize(
     mode: str | RoundingMode = "nearest_even",
     generator: torch.Generator | None = None,
     site: str | None = None,
+    rng_bits: int | None = None,
 ) -> torch.Tensor:
     """``t`` block-quantized to ``fmt`` and dequantized: fpsim.mx.quantize's values, in t's
     dtype and on its device (float16 / bfloat16 input: the values cast back by torch).
 
     Blocks run along ``axis``; ``scale_rounding`` is "floor" (the OCP rule, the MX default),
     "ceil" or "even" (the NVFP4 default); ``mode`` rounds the elements (``generator`` drives
-    "stochastic"). ``site`` names the call's block counts in an active fpsim.monitor
-    (default ``"mx"``).
+    "stochastic", ``rng_bits`` sets its random bits per element as in ``fpsim.round``: an
+    element goes up with probability floor(f * 2^r) / 2^r for its dropped fraction f). The
+    scales do not depend on ``mode``: fpsim.mx's bit for bit in every mode. ``site`` names the
+    call's block counts in an active fpsim.monitor (default ``"mx"``).
+
+    >>> x = torch.tensor([6.0, 4.5, 4.5, 4.5])  # scale 1; 4.5 lies between 4 and 6: f = 1/4
+    >>> fpsim.torch.mx.quantize(x, "mxfp4_e2m1", mode="stochastic", rng_bits=1)  # never up
+    tensor([6., 4., 4., 4.])
     """
     t, bf, ax, rule = _prepare(t, fmt, axis, scale_rounding)
+    mode = get_mode(mode)
+    rng_bits = check_rng_bits(rng_bits, mode)
     rows = _rows(t, ax)
-    b = _Blocks(rows, bf, rule, get_mode(mode), generator)
+    b = _Blocks(rows, bf, rule, mode, _checked_generator(generator), rng_bits)
     if monitor_is_active():
         b.record(site or "mx", bf, rows.numel())
     return _unrows(_flat(b.values, rows.shape[1]), tuple(t.shape), ax).to(t.dtype)
@@ -205,13 +221,17 @@ def encode(
     scale_rounding: str | None = None,
     mode: str | RoundingMode = "nearest_even",
     generator: torch.Generator | None = None,
+    rng_bits: int | None = None,
 ) -> tuple[Scales, torch.Tensor]:
     """``(scale_codes, element_codes)`` as fpsim.mx.encode gives them, as uint8 tensors
     (NVFP4: ``((block_scale_codes, tensor_scale), element_codes)``, the tensor scale a
-    float32 0-d tensor). ``decode`` inverts it."""
+    float32 0-d tensor); ``mode``, ``generator`` and ``rng_bits`` as ``quantize``'s.
+    ``decode`` inverts it."""
     t, bf, ax, rule = _prepare(t, fmt, axis, scale_rounding)
+    mode = get_mode(mode)
+    rng_bits = check_rng_bits(rng_bits, mode)
     rows = _rows(t, ax)
-    b = _Blocks(rows, bf, rule, get_mode(mode), generator)
+    b = _Blocks(rows, bf, rule, mode, _checked_generator(generator), rng_bits)
     elements = _flat(b.elements, rows.shape[1])
     if bf.integer:
         codes = torch.round(elements * 64).to(torch.int64).to(torch.int8).view(torch.uint8)

@@ -219,9 +219,13 @@ def round_checked(t: torch.Tensor, fmt: Format, mode: RoundingMode,
                   site: str | None, counting: bool, rng_bits: int | None = None
                   ) -> torch.Tensor:
     """``round`` on validated arguments; ``counting`` records the events under ``site``."""
-    if t.dtype == torch.float32 and mode is RoundingMode.NEAREST_EVEN and not counting:
+    if t.dtype == torch.float32 and mode is RoundingMode.NEAREST_EVEN and (
+            not counting or (policy != "saturate" and fmt.signed)):
         fast = _nearest_even_f32(t, fmt, subnormals, policy)
         if fast is not None:
+            if counting:
+                monitor_record(site or "round", fmt, t.numel(),
+                               tuple(_events_of_values(t, fast, fmt, subnormals, policy)))
             return fast
     if t.dtype == torch.float64 or _needs_wide_carrier(fmt, subnormals):
         carrier = torch.float64
@@ -357,14 +361,27 @@ def events(b: torch.Tensor, r: torch.Tensor, overflowed: torch.Tensor, c: Carrie
     a = b & c.ABS_MASK
     ra = r & c.ABS_MASK
     finite_in = a < c.INF_BITS
-    flags = torch.stack([
+    flags = (
         finite_in & (ra != a),
         finite_in & overflowed,
         finite_in & (a != 0) & (ra == 0),
         (ra != 0) & (ra < f.MIN_NORMAL_BITS),
         (a <= c.INF_BITS) & (ra > c.INF_BITS),
-    ]).reshape(5, -1)
-    return [int(k) for k in flags.sum(dim=1).tolist()]
+    )
+    return torch.stack([torch.count_nonzero(flag) for flag in flags]).tolist()
+
+
+def _events_of_values(x: torch.Tensor, r: torch.Tensor, fmt: Format, subnormals: bool,
+                      policy: str) -> list[int]:
+    """``events`` of float32 x rounded to r by the float32 nearest-even path, read from the
+    values alone. Where the policy sends an overflow to inf or NaN (not "saturate") and the
+    format is signed (no NaN for a negative input), a finite input overflowed exactly where
+    its result is inf or NaN, so ``events``'s "overflowed" is that."""
+    c, f = _constants(fmt, torch.float32, subnormals, policy)
+    b = x.view(torch.int32)
+    rb = r.view(torch.int32)
+    overflowed = (rb & c.ABS_MASK) >= c.INF_BITS
+    return events(b, rb, overflowed, c, f)
 
 
 def round_exponent_only(

@@ -82,6 +82,15 @@ def _replay_line(whatif: dict[str, Any] | None, alternative: str) -> str | None:
             f"error {a['update_error']:.2%}, {a['swamped']:.2%} of updates swamped")
 
 
+def _backend_options(r: dict[str, Any]) -> str:
+    """The options of a result made on another backend than nn's (``--backend torch``: its
+    device and scale), "" for nn's."""
+    if r.get("backend", "nn") == "nn":
+        return ""
+    scale = "" if r.get("scale", 1) == 1 else f" --scale {r['scale']}"
+    return f" --backend {r['backend']} --device {r['device']}{scale}"
+
+
 def _model(name: str) -> str | None:
     """The model experiment ``name`` trains, as the replay names it (None: one the replay does
     not follow)."""
@@ -137,7 +146,8 @@ def render(results: list[dict[str, Any]], whatif: dict[str, Any] | None = None,
                   + r["config"].replace(f"seed {r['seeds'][0]}",
                                         f"seeds {', '.join(map(str, r['seeds']))}")
                   + f". Reproduce: `fpsim compare "
-                  f"--experiment {r['experiment']} --seeds {len(r['seeds'])}`.", "",
+                  f"--experiment {r['experiment']} --seeds {len(r['seeds'])}"
+                  f"{_backend_options(r)}`.", "",
                   "| run | mean held-out loss | 95% interval | diverged seeds |",
                   "|---|---|---|---|"]
         for v in r["variants"]:

@@ -75,12 +75,15 @@ class SeedRun:
 
 
 def run_seed(name: str, config: Any, keep_result: bool = False,
-             blas_threads: int | None = BLAS_THREADS) -> SeedRun:
-    """Train experiment ``name`` once from ``config`` (its ``seed`` included)."""
+             blas_threads: int | None = BLAS_THREADS,
+             run: Callable[[Any], ExperimentResult] | None = None) -> SeedRun:
+    """Train experiment ``name`` once from ``config`` (its ``seed`` included), with the table's
+    ``run`` of it or with ``run`` where given (another backend's, e.g.
+    ``nn.experiments.torch_backend``'s)."""
     threads = limit_blas(blas_threads)
     entry = experiment(name)
     start, cpu = time.perf_counter(), time.process_time()
-    result = entry.run(config)
+    result = (entry.run if run is None else run)(config)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     return SeedRun(
         seed=config.seed, test_loss={r.label: r.test_loss for r in result.runs},
@@ -214,10 +217,13 @@ def _init_worker(blas_threads: int | None) -> None:
 def run_seeds(name: str, seeds: Sequence[int], *, steps: int | None = None,
               processes: int | None = None, blas_threads: int | None = BLAS_THREADS,
               progress: Callable[[str], None] | None = None,
-              config: Any = None) -> SeededResult:
+              config: Any = None,
+              run: Callable[[Any], ExperimentResult] | None = None) -> SeededResult:
     """Train experiment ``name`` from every seed in ``seeds`` (``config``, default the table's,
     with ``steps`` if given), ``processes`` at a time (default one per core, at most one per
-    seed; 1 runs them in this process). ``progress`` gets one line as each seed finishes."""
+    seed; 1 runs them in this process). ``progress`` gets one line as each seed finishes.
+    ``run`` (config -> ExperimentResult; picklable when ``processes`` > 1) trains one seed in
+    place of the table's function (``run_seed``)."""
     entry = experiment(name)
     seeds = list(seeds)
     if not seeds:
@@ -241,13 +247,13 @@ def run_seeds(name: str, seeds: Sequence[int], *, steps: int | None = None,
         f"{blas_threads if blas_threads else 'as the environment sets them'}")
     if processes == 1:
         for i, seed in enumerate(seeds):
-            done(run_seed(name, base.with_(seed=seed), i == 0, blas_threads))
+            done(run_seed(name, base.with_(seed=seed), i == 0, blas_threads, run))
     else:
         context = multiprocessing.get_context("spawn")  # no fork under numba's threads
         with ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
                                  initargs=(blas_threads,)) as pool:
             futures = [pool.submit(run_seed, name, base.with_(seed=seed), i == 0,
-                                   blas_threads) for i, seed in enumerate(seeds)]
+                                   blas_threads, run) for i, seed in enumerate(seeds)]
             for future in as_completed(futures):
                 done(future.result())
     ordered = [runs[s] for s in seeds]

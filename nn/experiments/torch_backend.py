@@ -1,5 +1,7 @@
 """``fpsim compare --backend torch``: the language-model experiments on PyTorch, emulated by
-``fpsim.torch.emulate``, at a size the user chooses (``--steps``; ``--device cuda`` on a GPU).
+``fpsim.torch.emulate``, at a size the user chooses (``--scale``, ``--steps``; ``--device cuda``
+on a GPU), through the same seeds, intervals, verdicts, table, JSON and picture as nn's
+(``nn.experiments.seeds`` calls ``run_config`` in place of the table's function).
 
 The char LM of ``nn.experiments.lm`` as a torch module (``TorchLM``): token and position
 embeddings, ``config.blocks`` ``nn.TransformerEncoderLayer`` blocks (causal, ReLU feed-forward,
@@ -13,13 +15,20 @@ Measured per run, as ``LMRun``: held-out loss, the last steps' training loss, th
 activation and weight gradients flushed to zero (ours: underflow events over rounded elements
 at the ``grad_input``/``grad_a``/... and ``grad_weight``/``grad_bias`` sites of
 ``fpsim.monitor``), skipped steps and the final scale (GradScaler), the first non-finite step.
-Swamped updates are not counted here (``LMRun.swamped_updates`` reads 0).
+Swamped updates (an update that left its stored weight unchanged) are counted where the
+weights are stored in a narrow format (``Variant.stored``: after each optimizer step every
+parameter is rounded to it, the master-weights experiment's "no master" run); elsewhere
+emulate keeps fp32 masters and ``LMRun.swamped_updates`` reads 0. The float32 run's history
+also holds the exponents of its true gradients (each module's output gradient as
+"activation", the parameters' as "weight"), which the picture draws against fp16's range.
 
 ``SUPPORTED`` names the experiments this backend runs; any other raises ValueError naming them.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import time
 from collections.abc import Callable
@@ -31,23 +40,27 @@ import numpy as np
 import fpsim
 from nn.datasets.text import VOCABULARY
 from nn.experiments.lm import LMConfig, LMRun, data_for, final_loss, first_nonfinite_step
-from nn.experiments.replay import START_SCALE, Replay, StepReplay, compare
+from nn.experiments.masters import MIXED, PURE
 from nn.experiments.result import ExperimentResult
+from nn.experiments.stories import master_weights_lm
 from nn.experiments.table import EXPERIMENTS, FP32, SCALED, UNSCALED
 from nn.training.history import History
 
 _ACTIVATION_GRADS = ("grad_input", "grad_a", "grad_b", "grad_query", "grad_key", "grad_value",
                      "grad_batch1", "grad_batch2")
 _WEIGHT_GRADS = ("grad_weight", "grad_bias")
+EVAL_BATCH = 256  # held-out windows per forward pass when scoring (ours)
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One run of an experiment: its label, its policy, whether GradScaler scales the loss."""
+    """One run of an experiment: its label, its policy, whether GradScaler scales the loss,
+    and the format the weights are stored in (None: fp32 masters, emulate's way)."""
 
     label: str
     policy: str
     scaled: bool = False
+    stored: str | None = None
 
 
 # the experiments the torch backend runs: name -> the runs (labels as nn's, so the tables and
@@ -57,8 +70,15 @@ SUPPORTED: dict[str, tuple[Variant, ...]] = {
                   Variant(SCALED, "mixed_float16", scaled=True)),
     "underflow-sgd": (Variant(FP32, "float32"), Variant(UNSCALED, "mixed_float16"),
                       Variant(SCALED, "mixed_float16", scaled=True)),
-    "bf16": (Variant(FP32, "float32"), Variant("mixed_bfloat16", "mixed_bfloat16"),
-             Variant(SCALED, "mixed_float16", scaled=True)),
+    "bf16": (Variant(FP32, "float32"), Variant(SCALED, "mixed_float16", scaled=True),
+             Variant("mixed_bfloat16", "mixed_bfloat16")),
+    "master-weights-lm": (Variant(MIXED, "mixed_float16", scaled=True),
+                          Variant(PURE, "float16", scaled=True, stored="float16")),
+}
+# the learning rate an experiment trains at where its nn version sets its own (nn's default)
+LEARNING_RATE: dict[str, float] = {
+    "master-weights-lm": inspect.signature(master_weights_lm).parameters[
+        "learning_rate"].default,
 }
 
 
@@ -67,6 +87,17 @@ def check_supported(name: str) -> None:
     if name not in SUPPORTED:
         raise ValueError(f"--backend torch runs the experiments {', '.join(SUPPORTED)}; "
                          f"{name!r} runs on --backend nn only")
+
+
+def scaled(config: LMConfig, scale: int) -> LMConfig:
+    """``config`` with the model ``scale`` times as wide (``--scale``, ours): embedding width,
+    heads and feed-forward width times ``scale``, so each head keeps its size; depth, batch,
+    sequence length and steps as they are (``--steps`` sets the steps)."""
+    if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+        raise ValueError(f"--scale must be an integer >= 1 (the model's width as a multiple "
+                         f"of the classroom size), got {scale!r}")
+    return config.with_(embed_dim=config.embed_dim * scale, num_heads=config.num_heads * scale,
+                        ff_dim=config.ff_dim * scale)
 
 
 def torch_lm(config: LMConfig) -> Any:
@@ -102,6 +133,19 @@ def torch_lm(config: LMConfig) -> Any:
     return TorchLM()
 
 
+def make_optimizer(config: LMConfig, model: Any) -> Any:
+    """The torch optimizer ``config`` names for ``model``'s parameters (torch's other
+    defaults: theirs)."""
+    import torch
+
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=config.learning_rate,
+                               momentum=config.momentum)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    raise ValueError(f"LMConfig: optimizer must be 'sgd' or 'adam', got {config.optimizer!r}")
+
+
 def _share(counts: dict[str, dict[str, int]], kinds: tuple[str, ...],
            event: str = "underflow") -> float:
     """Events ``event`` over the elements rounded at the sites ending in one of ``kinds``."""
@@ -110,8 +154,25 @@ def _share(counts: dict[str, dict[str, int]], kinds: tuple[str, ...],
     return sum(row[event] for row in rows) / elements if elements else 0.0
 
 
-def train(variant: Variant, config: LMConfig, device: str = "cpu") -> LMRun:
-    """One run of the torch LM under ``variant`` (the module docstring says what is measured)."""
+def _record_activation_gradients(model: Any, history: History) -> list[Any]:
+    """Hooks that add each module's output gradient (the leaf modules and each
+    MultiheadAttention; not Dropout, an identity here) to ``history``'s "activation" exponent
+    counts; returns their handles."""
+    import torch
+
+    def hook(module: Any, args: Any, output: Any) -> None:
+        out = output[0] if isinstance(output, tuple) else output
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(lambda g: history.record_gradients(
+                "activation", g.detach().float().cpu().numpy().ravel()))
+
+    return [m.register_forward_hook(hook) for m in model.modules()
+            if (not any(True for _ in m.children()) and not isinstance(m, torch.nn.Dropout))
+            or isinstance(m, torch.nn.MultiheadAttention)]
+
+
+def _train(variant: Variant, config: LMConfig, device: str) -> tuple[LMRun, Any]:
+    """One run of the torch LM under ``variant`` and the trained model."""
     import torch
     import torch.nn.functional as F
 
@@ -119,14 +180,15 @@ def train(variant: Variant, config: LMConfig, device: str = "cpu") -> LMRun:
 
     (x, y), (x_test, y_test) = data_for(config)
     model = ft.emulate(torch_lm(config).to(device), variant.policy)
-    if config.optimizer == "sgd":
-        opt: Any = torch.optim.SGD(model.parameters(), lr=config.learning_rate,
-                                   momentum=config.momentum)
-    else:
-        opt = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    if variant.stored is not None:
+        _store(model, variant.stored)
+    opt = make_optimizer(config, model)
     scaler = torch.amp.GradScaler(device, enabled=variant.scaled)
     history = History()
+    exact = variant.policy == "float32"  # its true gradients are recorded for the picture
+    hooks = _record_activation_gradients(model, history) if exact else []
     b = config.batch_size
+    swamped = 0
     start = time.perf_counter()
     with fpsim.monitor() as m:
         for step in range(config.steps):
@@ -136,29 +198,142 @@ def train(variant: Variant, config: LMConfig, device: str = "cpu") -> LMRun:
             loss = F.cross_entropy(model(xb).reshape(-1, VOCABULARY), yb.reshape(-1))
             scale = scaler.get_scale() if variant.scaled else 1.0
             scaler.scale(loss).backward()
+            if exact:
+                history.record_gradients("weight", torch.cat(
+                    [p.grad.detach().reshape(-1) for p in model.parameters()
+                     if p.grad is not None]).cpu().numpy())
+            before = ([p.detach().clone() for p in model.parameters()]
+                      if variant.stored is not None else None)
             scaler.step(opt)
+            if before is not None and variant.stored is not None:
+                swamped += _store(model, variant.stored, before)
             scaler.update()
-            history.step_loss.append(loss.item())
-            history.step_skipped.append(variant.scaled and scaler.get_scale() < scale)
-    with torch.no_grad():
-        total = 0.0
-        for i in range(0, len(x_test), 256):
-            xt = torch.from_numpy(x_test[i:i + 256]).to(device)
-            yt = torch.from_numpy(y_test[i:i + 256]).to(device)
-            total += float(F.cross_entropy(model(xt).reshape(-1, VOCABULARY), yt.reshape(-1),
-                                           reduction="sum"))
-    test_loss = total / y_test.size
-    return LMRun(
+            history.record_step(loss.item(), scale, variant.scaled and scaler.get_scale() < scale)
+    for h in hooks:
+        h.remove()
+    history.record_epoch(0, {"loss": final_loss(history)})
+    test_loss = held_out_loss(model, x_test, y_test, device)
+    run = LMRun(
         label=variant.label, policy=variant.policy,
         test_loss=test_loss if math.isfinite(test_loss) else math.nan,
         final_loss=final_loss(history),
         activation_underflow=_share(m.counts, _ACTIVATION_GRADS),
         activation_subnormal=_share(m.counts, _ACTIVATION_GRADS, "subnormal"),
-        weight_underflow=_share(m.counts, _WEIGHT_GRADS), swamped_updates=0,
+        weight_underflow=_share(m.counts, _WEIGHT_GRADS), swamped_updates=swamped,
         skipped_steps=int(np.sum(history.step_skipped)),
         final_loss_scale=scaler.get_scale() if variant.scaled else None,
         nan_step=first_nonfinite_step(history), wall_time=time.perf_counter() - start,
         history=history)
+    return run, model
+
+
+def _store(model: Any, fmt: str, before: list[Any] | None = None) -> int:
+    """Round every parameter of ``model`` to ``fmt`` in place (weights stored in ``fmt``);
+    with ``before`` (the stored weights before the optimizer's step) returns how many
+    elements the step changed whose stored value it left as before (swamped updates)."""
+    import torch
+
+    import fpsim.torch as ft
+
+    swamped = 0
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            stored = ft.round(p, fmt)
+            if before is not None:
+                swamped += int(((p != before[i]) & (stored == before[i])).sum())
+            p.copy_(stored)
+    return swamped
+
+
+def train(variant: Variant, config: LMConfig, device: str = "cpu") -> LMRun:
+    """One run of the torch LM under ``variant`` (the module docstring says what is measured)."""
+    return _train(variant, config, device)[0]
+
+
+def held_out_loss(model: Any, x_test: np.ndarray, y_test: np.ndarray, device: str) -> float:
+    """Mean cross-entropy of ``model`` over every held-out position (nats per character)."""
+    import torch
+    import torch.nn.functional as F
+
+    total = 0.0
+    with torch.no_grad():
+        for i in range(0, len(x_test), EVAL_BATCH):
+            xt = torch.from_numpy(x_test[i:i + EVAL_BATCH]).to(device)
+            yt = torch.from_numpy(y_test[i:i + EVAL_BATCH]).to(device)
+            total += float(F.cross_entropy(model(xt).reshape(-1, VOCABULARY), yt.reshape(-1),
+                                           reduction="sum"))
+    return total / y_test.size
+
+
+def forward_errors(reference: Any, config: LMConfig, device: str) -> dict[str, float]:
+    """As ``nn.experiments.stories.forward_errors``: the logits of the float32 run's weights
+    under mixed_bfloat16 and mixed_float16 against its own float32 logits, on the first
+    held-out batch, relative error in the 2-norm."""
+    import torch
+
+    import fpsim.torch as ft
+
+    _, (x_test, _) = data_for(config)
+    xb = torch.from_numpy(x_test[:config.batch_size]).to(device)
+    errors = {}
+    with torch.no_grad():
+        exact = reference(xb).double()
+        for policy, key in (("mixed_bfloat16", "logit_error_bf16"),
+                            ("mixed_float16", "logit_error_fp16")):
+            model = ft.emulate(torch_lm(config).to(device), policy)
+            model.load_state_dict(reference.state_dict())
+            got = model(xb).double()
+            errors[key] = float(torch.linalg.norm(got - exact) / torch.linalg.norm(exact))
+    return errors
+
+
+def swamped_shares(runs: list[LMRun], config: LMConfig) -> dict[str, dict[str, float]]:
+    """As nn's master_weights_lm: per run, swamped updates over the updates made (parameter
+    elements times the steps not skipped)."""
+    elements = sum(p.numel() for p in torch_lm(config).parameters())
+    return {"swamped_share": {r.label: r.swamped_updates / max(
+        elements * (config.steps - r.skipped_steps), 1) for r in runs}}
+
+
+# what an experiment measures beyond its runs, as nn's version of it does: name -> (the runs,
+# the trained models by policy, config, device) -> extra numbers (for its findings)
+EXTRA: dict[str, Callable[[list[LMRun], dict[str, Any], LMConfig, str], dict[str, Any]]] = {
+    "underflow": lambda runs, models, config, device: {},
+    "underflow-sgd": lambda runs, models, config, device: {},
+    "bf16": lambda runs, models, config, device: forward_errors(models["float32"], config,
+                                                                device),
+    "master-weights-lm": lambda runs, models, config, device: swamped_shares(runs, config),
+}
+
+
+def run_config(name: str, config: LMConfig, *, device: str = "cpu",
+               progress: Callable[[str], None] | None = None) -> ExperimentResult:
+    """Experiment ``name`` (one of ``SUPPORTED``) on torch at ``config`` (its seed included):
+    every variant trained from the same initial weights and batches. What
+    ``nn.experiments.seeds`` calls per seed (``runner``)."""
+    check_supported(name)
+    entry = EXPERIMENTS[name]
+    if name in LEARNING_RATE:
+        config = config.with_(learning_rate=LEARNING_RATE[name])
+    runs, models = [], {}
+    for variant in SUPPORTED[name]:
+        run, models[variant.policy] = _train(variant, config, device)
+        runs.append(run)
+        if progress is not None:
+            progress(f"  {variant.label}: test loss {run.test_loss:.3f} ({run.wall_time:.1f} s)")
+    contrast = entry.claims[0] if entry.claims else None
+    return ExperimentResult(
+        name, f"{entry.title} [torch, {device}]", config,
+        f"the policy and loss scaling of fpsim.torch.emulate (torch {device})", runs,
+        {"backend": "torch", "device": device, **EXTRA[name](runs, models, config, device)},
+        None if contrast is None else (contrast.variant, contrast.reference))
+
+
+def runner(name: str, device: str = "cpu") -> Callable[[LMConfig], ExperimentResult]:
+    """``run_config`` for experiment ``name`` on ``device``, as a function of the
+    configuration (picklable, for ``nn.experiments.seeds.run_seeds(run=...)``)."""
+    check_supported(name)
+    return functools.partial(run_config, name, device=device)
 
 
 def run_experiment(name: str, *, steps: int | None = None, device: str = "cpu",
@@ -166,119 +341,22 @@ def run_experiment(name: str, *, steps: int | None = None, device: str = "cpu",
     """Experiment ``name`` (one of ``SUPPORTED``) on torch, at its configuration with ``steps``
     changed where given, from the configuration's seed."""
     check_supported(name)
-    entry = EXPERIMENTS[name]
-    config = entry.config_for(steps=steps)
-    runs = []
-    for variant in SUPPORTED[name]:
-        runs.append(train(variant, config, device))
-        if progress is not None:
-            progress(f"  {variant.label}: test loss {runs[-1].test_loss:.3f} "
-                     f"({runs[-1].wall_time:.1f} s)")
-    contrast = entry.claims[0] if entry.claims else None
-    return ExperimentResult(
-        name, f"{entry.title} [torch, {device}]", config,
-        f"the policy and loss scaling of fpsim.torch.emulate (torch {device})", runs,
-        {"backend": "torch", "device": device},
-        None if contrast is None else (contrast.variant, contrast.reference))
+    return run_config(name, EXPERIMENTS[name].config_for(steps=steps), device=device,
+                      progress=progress)
 
 
-# --- the what-if replay on the torch LM (nn.experiments.replay's measure) ----------------------
-# alternative -> (policy, loss scaled): every one keeps fp32 master weights (emulate never
-# changes the parameters), so "swamped" (updates lost to a narrow stored weight) reads 0
-WHAT_IF: dict[str, tuple[str, bool]] = {
-    "float32": ("float32", False),
-    "unscaled fp16": ("mixed_float16", False),
-    "scaled fp16": ("mixed_float16", True),
-    "mixed_bfloat16": ("mixed_bfloat16", False),
-}
+def warm_up(name: str, device: str = "cpu") -> float:
+    """Run experiment ``name`` on torch at 2 steps (torch's first calls, the numba kernels
+    the monitor uses); returns seconds."""
+    start = time.perf_counter()
+    run_experiment(name, steps=2, device=device)
+    return time.perf_counter() - start
 
 
-def _gradients(model: Any, xb: Any, yb: Any, scale: float) -> list[np.ndarray]:
-    """The parameters' gradients of the loss times ``scale``, divided by it in float64."""
-    import torch.nn.functional as F
-
-    model.zero_grad(set_to_none=True)
-    loss = F.cross_entropy(model(xb).reshape(-1, VOCABULARY), yb.reshape(-1))
-    (loss * scale).backward()
-    return [p.grad.detach().cpu().double().numpy() / scale for p in model.parameters()]
-
-
-def _applied(reference: Any, optimizer: Any, grads: list[np.ndarray]) -> list[np.ndarray]:
-    """The update ``optimizer`` (a copy of it, state and all) applies to a copy of
-    ``reference``'s float32 weights for ``grads``; the reference and its optimizer are left
-    as they are."""
-    import copy
-
+def describe(device: str, scale: int) -> dict[str, Any]:
+    """What the results file adds for this backend: backend, device, scale, torch's version
+    and its intra-op threads."""
     import torch
 
-    scratch = copy.deepcopy(reference)
-    opt = type(optimizer)(scratch.parameters(), **optimizer.defaults)
-    opt.load_state_dict(copy.deepcopy(optimizer.state_dict()))
-    before = [p.detach().double().clone() for p in scratch.parameters()]
-    for p, g in zip(scratch.parameters(), grads, strict=True):
-        p.grad = torch.from_numpy(g).to(p.dtype).to(p.device)
-    opt.step()
-    return [(p.detach().double() - w).cpu().numpy()
-            for p, w in zip(scratch.parameters(), before, strict=True)]
-
-
-def what_if(config: LMConfig, steps: list[int], device: str = "cpu",
-            progress: Callable[[str], None] | None = None) -> Any:
-    """nn.experiments.replay's what-if on the torch LM: train it in float32 and, at each step
-    of ``steps`` (before its update), replay that step under each of ``WHAT_IF`` from the same
-    weights, batch and optimizer state; a scaled alternative starts at 2^15 and halves while
-    its gradients are not finite. Returns an ``nn.experiments.replay.Replay``."""
-    import torch
-    import torch.nn.functional as F
-
-    import fpsim.torch as ft
-
-    wanted = sorted(set(steps))
-    if not wanted or wanted[0] < 0 or wanted[-1] >= config.steps:
-        raise ValueError(f"what_if: steps must lie in 0..{config.steps - 1}, got {steps}")
-    (x, y), _ = data_for(config)
-    b = config.batch_size
-    reference = torch_lm(config).to(device)
-    optimizer: Any = (torch.optim.SGD(reference.parameters(), lr=config.learning_rate,
-                                      momentum=config.momentum) if config.optimizer == "sgd"
-                      else torch.optim.Adam(reference.parameters(), lr=config.learning_rate))
-    models = {name: ft.emulate(torch_lm(config).to(device), policy)
-              for name, (policy, _) in WHAT_IF.items()}
-    layers = [name.rpartition(".")[0] for name, _ in reference.named_parameters()]
-    found = Replay(config, wanted)
-
-    def batch(step: int) -> tuple[Any, Any]:
-        return (torch.from_numpy(x[step * b:(step + 1) * b]).to(device),
-                torch.from_numpy(y[step * b:(step + 1) * b]).to(device))
-
-    done = 0
-    for step in wanted:
-        for s in range(done, step):  # train the reference up to this step
-            xb, yb = batch(s)
-            optimizer.zero_grad()
-            F.cross_entropy(reference(xb).reshape(-1, VOCABULARY), yb.reshape(-1)).backward()
-            optimizer.step()
-        done = step
-        xb, yb = batch(step)
-        g_ref = _gradients(reference, xb, yb, 1.0)
-        a_ref = _applied(reference, optimizer, g_ref)
-        for name, (_, scaled) in WHAT_IF.items():
-            model = models[name]
-            model.load_state_dict(reference.state_dict())
-            scale = START_SCALE if scaled else 1.0
-            grads = _gradients(model, xb, yb, scale)
-            while scaled and scale > 1 and not all(np.all(np.isfinite(g)) for g in grads):
-                scale /= 2
-                grads = _gradients(model, xb, yb, scale)
-            a_alt = _applied(reference, optimizer, grads)
-            per_layer = {}
-            for layer in dict.fromkeys(layers):
-                idx = [i for i, n in enumerate(layers) if n == layer]
-                per_layer[layer] = compare(*(np.concatenate([arrays[i].ravel() for i in idx])
-                                             for arrays in (g_ref, grads, a_ref, a_alt, a_alt)))
-            total = compare(*(np.concatenate([a.ravel() for a in arrays])
-                              for arrays in (g_ref, grads, a_ref, a_alt, a_alt)))
-            found.replays.append(StepReplay(name, step, scale, per_layer, total))
-        if progress is not None:
-            progress(f"  step {step}: replayed under {len(WHAT_IF)} alternatives")
-    return found
+    return {"backend": "torch", "device": device, "scale": scale,
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads()}

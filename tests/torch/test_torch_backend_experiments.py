@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -12,13 +13,15 @@ torch = pytest.importorskip("torch")
 import fpsim  # noqa: E402
 import fpsim.torch as ft  # noqa: E402
 from fpsim.cli import main  # noqa: E402
-from nn.experiments import torch_backend  # noqa: E402
+from nn.experiments import torch_backend, torch_replay  # noqa: E402
+from nn.experiments.masters import MIXED, PURE  # noqa: E402
 from nn.experiments.table import EXPERIMENTS, SCALED, UNSCALED  # noqa: E402
 
 
 def test_unsupported_experiments_are_refused_naming_the_supported_ones():
-    with pytest.raises(ValueError, match="runs the experiments underflow, underflow-sgd, bf16; "
-                                         "'statistics' runs on --backend nn only"):
+    with pytest.raises(ValueError, match="runs the experiments underflow, underflow-sgd, bf16, "
+                                         "master-weights-lm; 'statistics' runs on --backend nn "
+                                         "only"):
         torch_backend.check_supported("statistics")
     assert set(torch_backend.SUPPORTED) <= set(EXPERIMENTS)
 
@@ -26,8 +29,31 @@ def test_unsupported_experiments_are_refused_naming_the_supported_ones():
 def test_the_cli_refuses_options_the_torch_backend_lacks(capsys):
     assert main(["compare", "--backend", "torch", "--experiment", "fp8", "--steps", "1"]) != 0
     assert "'fp8' runs on --backend nn only" in capsys.readouterr().err
-    assert main(["compare", "--backend", "torch", "--all"]) != 0
-    assert "no --all" in capsys.readouterr().err
+    assert main(["compare", "--backend", "torch", "--all", "--resume", "--json", "x.json"]) != 0
+    assert "--resume does not apply here" in capsys.readouterr().err
+    assert main(["compare", "--backend", "torch", "--experiment", "bf16",
+                 "--blas-threads", "2"]) != 0
+    assert "--blas-threads does not apply here" in capsys.readouterr().err
+
+
+def test_scale_and_device_are_refused_on_the_nn_backend(capsys):
+    assert main(["compare", "--experiment", "bf16", "--scale", "2"]) != 0
+    assert "--scale does not apply here" in capsys.readouterr().err
+
+
+def test_scale_widens_the_lm_keeping_each_heads_size_and_its_depth():
+    config = EXPERIMENTS["underflow"].config
+    wide = torch_backend.scaled(config, 3)
+    assert (wide.embed_dim, wide.num_heads, wide.ff_dim) == (
+        3 * config.embed_dim, 3 * config.num_heads, 3 * config.ff_dim)
+    assert wide.embed_dim // wide.num_heads == config.embed_dim // config.num_heads
+    assert wide.with_(embed_dim=config.embed_dim, num_heads=config.num_heads,
+                      ff_dim=config.ff_dim) == config
+    model = torch_backend.torch_lm(wide.with_(sequence_length=8))
+    assert model.blocks[0].linear1.weight.shape == (wide.ff_dim, wide.embed_dim)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match=f"--scale must be an integer >= 1.*{bad!r}"):
+            torch_backend.scaled(config, bad)
 
 
 def test_the_torch_lm_runs_its_attention_and_projections_emulated():
@@ -51,14 +77,21 @@ def test_the_underflow_experiment_runs_on_torch_with_the_same_rows_as_on_nn():
     assert by_label[SCALED].final_loss_scale is not None
     # the unscaled fp16 gradients flush some activation gradients to zero; scaling keeps them
     assert by_label[UNSCALED].activation_underflow > by_label[SCALED].activation_underflow
+    # the float32 run keeps its true gradients' exponents (the picture's second panel): one
+    # count per non-zero finite value, so a count never exceeds the values there were
+    history = by_label["float32"].history
+    assert history.exponent_counts["activation"].sum() > 0
+    assert history.exponent_counts["weight"].sum() + history.zero_counts["weight"] == 3 * sum(
+        p.numel() for p in torch_backend.torch_lm(result.config).parameters())
+    assert by_label[UNSCALED].history.exponent_counts["activation"].sum() == 0  # not recorded
 
 
 def test_the_what_if_replay_on_the_torch_lm_measures_each_alternative_against_float32():
     """The float32 alternative replays the reference's step exactly (same gradients, same
     update); unscaled fp16 loses more of the gradient's norm to zeros than scaled fp16."""
     config = EXPERIMENTS["underflow"].config.with_(steps=3, sequence_length=16, batch_size=8)
-    found = torch_backend.what_if(config, [0, 2])
-    assert found.alternatives() == list(torch_backend.WHAT_IF)
+    found = torch_replay.what_if(config, [0, 2])
+    assert found.alternatives() == list(torch_replay.WHAT_IF)
     for r in found.replays:
         assert r.step in (0, 2) and set(r.layers) >= {"logits", "blocks.0.self_attn"}
         if r.alternative == "float32":
@@ -68,3 +101,32 @@ def test_the_what_if_replay_on_the_torch_lm_measures_each_alternative_against_fl
                                                                    "flushed_norm")
     assert {r.scale for r in found.replays if r.alternative == "scaled fp16"} <= {2.0**15,
                                                                                   2.0**14}
+
+
+def test_stored_weights_are_rounded_and_an_update_below_half_an_ulp_counts_as_swamped():
+    """fp16 holds 1.0 with an ulp of 2^-10: an update of 1e-4 (below half an ulp) is lost and
+    counted, one of 1e-2 is kept, rounded as fpsim.round rounds it."""
+    layer = torch.nn.Linear(4, 2)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+        layer.bias.fill_(1.0)
+    before = [p.detach().clone() for p in layer.parameters()]
+    with torch.no_grad():
+        layer.weight.add_(1e-4)
+        layer.bias.add_(1e-2)
+    assert torch_backend._store(layer, "float16", before) == layer.weight.numel()
+    assert torch.all(layer.weight == 1.0)
+    want = float(fpsim.round(np.float32(np.float32(1.0) + np.float32(1e-2)), "float16"))
+    assert torch.all(layer.bias == want) and want != 1.0
+
+
+def test_master_weights_lm_runs_on_torch_with_fp16_stored_weights_swamping_updates():
+    result = torch_backend.run_experiment("master-weights-lm", steps=3)
+    assert [r.label for r in result.runs] == [MIXED, PURE]
+    assert result.config.learning_rate == torch_backend.LEARNING_RATE["master-weights-lm"]
+    by_label = {r.label: r for r in result.runs}
+    assert by_label[MIXED].swamped_updates == 0  # fp32 masters: nothing is counted
+    assert by_label[PURE].swamped_updates > 0
+    shares = result.extra["swamped_share"]
+    assert 0 < shares[PURE] <= 1 and shares[MIXED] == 0
+    assert len(EXPERIMENTS["master-weights-lm"].findings(result)) == 3  # nn's own words
