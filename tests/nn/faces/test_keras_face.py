@@ -167,6 +167,48 @@ def test_keras3_scale_doubles_after_dynamic_growth_steps_finite_steps():
     assert scales == [(8, 1), (8, 2), (16, 0), (16, 1), (16, 2), (32, 0), (32, 1)]
 
 
+def _keras3_scale_rule(scale, counter, finite, growth_steps):
+    """Keras 3's _stateful_handle_(non_)finite_grads, step by step in numpy float32."""
+    with np.errstate(over="ignore"):
+        if not finite:
+            return np.float32(scale) * np.float32(0.5), 0
+        if counter == growth_steps - 1:
+            return np.float32(scale) * np.float32(2.0), 0
+        return np.float32(scale), counter + 1
+
+
+def test_keras3_scale_doubles_to_inf_and_stays_there_as_keras3():
+    w = _variable([1.0])
+    opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.5), initial_scale=2.0**126,
+                                              dynamic_growth_steps=2)
+    grads = [1.0, 1.0, 1.0, 1.0, np.inf, 1.0, 1.0]  # the scaled gradients handed to apply
+    scale, counter, seen, expected = np.float32(2.0**126), 0, [], []
+    for g in grads:
+        opt.apply_gradients([(np.float32([g]), w)])
+        scale, counter = _keras3_scale_rule(scale, counter, np.isfinite(g), 2)
+        seen.append((opt.dynamic_scale, opt.step_counter))
+        expected.append((float(scale), counter))
+    assert seen == expected
+    assert seen[3] == (np.inf, 0)  # 2**127 * 2 overflowed: Keras 3 stores inf
+    assert seen[4] == (np.inf, 0)  # a non-finite step: inf * 0.5 is still inf
+    assert opt.iterations == 6  # the finite steps at inf are applied: g / inf = 0
+    # the custom loop's next step: scale_loss gives inf, so do the gradients; skipped, inf kept
+    before = w.numpy().copy()
+    opt.apply_gradients(zip(_scaled_gradient(opt, w, [0.25]), [w], strict=True))
+    assert opt.last_step_skipped and opt.dynamic_scale == np.inf and opt.iterations == 6
+    np.testing.assert_array_equal(w.numpy(), before)
+
+
+def test_keras3_scale_at_inf_survives_its_state_dict():
+    opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1), initial_scale=2.0**127,
+                                              dynamic_growth_steps=1)
+    opt.apply_gradients([(np.float32([0.0]), _variable([0.0]))])
+    assert opt.dynamic_scale == np.inf
+    again = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+    again._state.load_state_dict(opt._state.state_dict())
+    assert again.dynamic_scale == np.inf
+
+
 def test_keras3_get_config_has_keras3_keys_and_rebuilds_the_same_optimizer():
     opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.01), initial_scale=256.0,
                                               dynamic_growth_steps=10, name="lso")
