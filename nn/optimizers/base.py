@@ -255,6 +255,9 @@ class Optimizer:
         t = self.iterations + 1  # Keras's local_step
         for g, var in prepared:
             w = var.data
+            if getattr(var, "overwrite_with_gradient", False):  # Keras 3's: its new value
+                var.assign(g)
+                continue
             slots = self._slots[self._index[id(var)]]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 delta = self._update(g, w, slots, t)

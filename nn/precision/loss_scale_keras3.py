@@ -193,7 +193,8 @@ class Keras3LossScaleOptimizer(LossScaleOptimizer):
         finite = _all_finite(gradient_array(g) for g, _ in pairs if g is not None)
         assert self._state is not None  # always dynamic
         if finite:
-            unscaled = [(None if g is None else self._unscale(g), v) for g, v in pairs]
+            unscaled = [(g if g is None or getattr(v, "overwrite_with_gradient", False)
+                         else self._unscale(g), v) for g, v in pairs]  # Keras 3 keeps those
             inner._apply_prepared(inner._prepare(unscaled))
         else:
             self.skipped_steps += 1

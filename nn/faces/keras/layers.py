@@ -10,8 +10,8 @@ Every name but ``Dense`` is nn's own layer (``nn.layers``), which already follow
   bias epilogue).
 
 Under "mixed_float16" the two differ by one fp16 ulp on some outputs; under "float32" they
-agree. ``Dense.quantize("float8")`` switches the layer to Keras 3's float8 training
-(``keras.dtype_policies.QuantizedFloat8DTypePolicy``, run by nn's delayed scaling).
+agree. ``Dense.quantize("float8")`` (or ``dtype="float8_from_<policy>"``) switches the layer
+to Keras 3's float8 training, its steps and roundings (``nn.faces.keras.float8``).
 """
 
 from __future__ import annotations
@@ -19,15 +19,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fpsim import BF16, FP32
 from nn import functions as F
 from nn.engine.registry import LAYERS
-from nn.engine.tensor import Tensor
+from nn.engine.tensor import Tensor, Variable
 from nn.faces.keras.dtype_policies import (
     DTypePolicy,
     QuantizedFloat8DTypePolicy,
     deserialize,
     get,
     serialize,
+)
+from nn.faces.keras.float8 import (
+    QuantizeDequantizeInputs,
+    QuantizeDequantizeOutputsGrad,
+    float8_variables,
 )
 from nn.layers import (
     Activation,
@@ -61,12 +67,22 @@ class KerasDense(_NnDense):
 
     Numerics (Keras 3's): x and kernel in the compute format, products summed in fp32 and
     rounded to the compute format; the bias added in a second op, rounded again; then the
-    activation. Regularizers, constraints and LoRA are not emulated: a non-None value raises.
+    activation. Under a ``QuantizedFloat8DTypePolicy`` the matmul is Keras 3's float8 one
+    (``nn.faces.keras.float8``): the layer then also holds Keras's six float32 scaling
+    variables (``inputs_scale``, ``inputs_amax_history``, ``kernel_scale``, ...). Regularizers,
+    constraints and LoRA are not emulated: a non-None value raises.
     The class is registered as ``KerasDense`` (its checkpoint name); layers are named
     "dense", "dense_1", ... as Keras names them.
     """
 
     supports_quantization = ("float8",)
+    # Keras's float8 scaling state (float32), there once quantize("float8") or a float8 policy
+    inputs_scale: Variable
+    inputs_amax_history: Variable
+    kernel_scale: Variable
+    kernel_amax_history: Variable
+    outputs_grad_scale: Variable
+    outputs_grad_amax_history: Variable
 
     def __init__(self, units: int, activation: str | Callable | None = None,
                  use_bias: bool = True, kernel_initializer: str | Callable = "glorot_uniform",
@@ -87,21 +103,58 @@ class KerasDense(_NnDense):
         super().__init__(units, activation, use_bias, kernel_initializer, bias_initializer,
                          dtype=dtype, name=name or _unique_name("dense"), **kwargs)
 
+    @property
+    def _float8(self) -> bool:
+        return getattr(self.policy, "quantization_mode", None) == "float8"
+
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
+        super().build(input_shape)
+        if self._float8:  # after kernel and bias, as quantize() adds them (checkpoint order)
+            self._add_float8_variables()
+
+    def _add_float8_variables(self) -> None:
+        length = getattr(self.policy, "amax_history_length",
+                         QuantizedFloat8DTypePolicy.default_amax_history_length)
+        for key, var in float8_variables(self, length).items():
+            var.trainable = var.requires_grad = self.trainable
+            self._weights.append(var)
+            self._weight_keys[id(var)] = key
+            setattr(self, key, var)
+
     def call(self, x: Tensor, training: bool = False) -> Tensor:
         assert self.kernel is not None  # built by __call__
         lead = x.shape[:-1]
         x2 = x if x.ndim == 2 else F.reshape(x, (-1, self.input_dim))
-        y = F.linear(x2, self.read(self.kernel))  # rounding 1: the matmul
+        if self._float8:
+            y = self._float8_matmul(x2, training)
+        else:
+            y = F.linear(x2, self.read(self.kernel))  # rounding 1: the matmul
         if self.bias is not None:
-            y = y + self.read(self.bias)  # rounding 2: the bias add
+            bias = self.read(self.bias)
+            if self._float8 and self.compute_dtype == "float32":
+                bias = F.cast(F.cast(bias, BF16), FP32)  # Keras: bf16 first (bias-add fusion)
+            y = y + bias  # rounding 2: the bias add
         if self.activation is not None:
             y = self.activation(y)
         return y if x.ndim == 2 else F.reshape(y, (*lead, self.units))
 
+    def _float8_matmul(self, x: Tensor, training: bool) -> Tensor:
+        """Keras's ``_float8_call`` up to the bias: inputs and kernel quantized-dequantized
+        (E4M3), their matmul, the output's gradient quantized-dequantized (E5M2)."""
+        qdq = QuantizeDequantizeInputs.apply
+        xq = qdq(x, self.inputs_scale, self.inputs_amax_history, training=training)
+        assert self.kernel is not None  # built by __call__
+        kq = qdq(self.read(self.kernel), self.kernel_scale, self.kernel_amax_history,
+                 training=training)
+        y = F.linear(xq, kq)
+        return QuantizeDequantizeOutputsGrad.apply(y, self.outputs_grad_scale,
+                                                  self.outputs_grad_amax_history)
+
     def quantize(self, mode: str, type_check: bool = True, config: Any = None) -> None:
         """Keras 3's ``layer.quantize("float8")``: float8 training of this layer's matmul
-        (``QuantizedFloat8DTypePolicy("float8", <its policy>)``, amax history 1024). Other
-        modes, a ``config`` and an unbuilt layer raise."""
+        (``QuantizedFloat8DTypePolicy("float8", <its policy>)``, amax history 1024; Keras's
+        six scaling variables join the layer's weights after kernel and bias). Other modes, a
+        ``config`` and an unbuilt layer raise."""
         if mode not in self.supports_quantization:
             raise ValueError(f"Dense.quantize: mode {mode!r} is not emulated by nn; float8 "
                              "training is quantize('float8'), other narrow formats are "
@@ -113,10 +166,11 @@ class KerasDense(_NnDense):
             raise ValueError(f"Cannot quantize layer '{self.name}': it isn't built yet; call "
                              "it on a batch (nn layers build on their first call) or "
                              "build(input_shape) first")
-        if self.policy.recipe is not None:
+        if self.policy.recipe is not None or self.policy.quantization_mode is not None:
             raise ValueError(f"Dense.quantize: layer '{self.name}' already runs under "
                              f"{self.policy.name!r}")
         self.policy = QuantizedFloat8DTypePolicy(mode, self.policy.name)
+        self._add_float8_variables()
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
