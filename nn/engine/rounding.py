@@ -130,6 +130,7 @@ def fit_array(
                 f"gradient of shape {data.shape} does not reduce to the tensor's shape {shape}"
             )
         data = sum_to_shape(data, shape)
+        values_fmt = FP32 if values_fmt is not None else None  # a sum leaves values_fmt
     if needs_rounding(values_fmt, fmt) or data.dtype != dtype:
         data = round_array(data, fmt, site=site)
     return data
