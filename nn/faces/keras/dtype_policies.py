@@ -194,6 +194,28 @@ class DTypePolicyMap(DTypePolicy, MutableMapping):
     def quantization_mode(self) -> str | None:
         return self.default_policy.quantization_mode
 
+    def _unrouted(self) -> ValueError:
+        return ValueError("a DTypePolicyMap is routed by the layers of nn.faces.keras.layers "
+                          "only (each looks itself up by its path); an nn layer given one "
+                          "would silently use its default: give nn layers a policy "
+                          "(dtype='mixed_float16') or use keras.layers.* from nn.faces.keras")
+
+    @property
+    def compute_format(self) -> Any:
+        """Refused: a map has no format of its own; the layer holding it reads
+        ``map[layer.path]`` (``nn.faces.keras.base_layer``)."""
+        raise self._unrouted()
+
+    @property
+    def variable_format(self) -> Any:
+        """Refused, as ``compute_format``."""
+        raise self._unrouted()
+
+    @property
+    def recipe(self) -> Any:
+        """Refused, as ``compute_format``."""
+        raise self._unrouted()
+
     def __getitem__(self, key: str) -> DTypePolicy:
         if key in self._policy_map:
             return self._policy_map[key]

@@ -1,7 +1,12 @@
-"""``keras.layers``: nn's layers under Keras 3's names, with Keras 3's ``Dense``.
+"""``keras.layers``: nn's layers under Keras 3's names, with Keras 3's policy rules and
+Keras 3's ``Dense``.
 
-Every name but ``Dense`` is nn's own layer (``nn.layers``), which already follows Keras
-(names, argument order, channels-last). ``Dense`` here rounds as Keras 3 does:
+Every layer here derives from this face's ``Layer`` (``nn.faces.keras.base_layer``: the one
+home of the rules): its ``dtype_policy`` is a ``keras.DTypePolicy`` (never equal to a
+string), a ``DTypePolicyMap`` is looked up by the layer's ``path``, names are Keras's
+("conv2d"). Besides that, every name but ``Dense`` computes as nn's own layer
+(``nn.layers``), which already follows Keras (names, argument order, channels-last).
+``Dense`` here rounds as Keras 3 does:
 
 - ``keras.layers.Dense``: ``y = x @ kernel`` rounded to the compute format, then ``y + bias``
   rounded again (two roundings, Keras 3's ``ops.matmul`` then ``ops.add``), then the
@@ -21,8 +26,10 @@ from typing import Any
 
 from fpsim import BF16, FP32
 from nn import functions as F
+from nn import layers as _nn
 from nn.engine.registry import LAYERS
 from nn.engine.tensor import Tensor, Variable
+from nn.faces.keras.base_layer import Layer
 from nn.faces.keras.dtype_policies import (
     DTypePolicy,
     QuantizedFloat8DTypePolicy,
@@ -35,33 +42,14 @@ from nn.faces.keras.float8 import (
     QuantizeDequantizeOutputsGrad,
     float8_variables,
 )
-from nn.layers import (
-    Activation,
-    Add,
-    AveragePooling2D,
-    BatchNormalization,
-    Conv2D,
-    Dropout,
-    Embedding,
-    Flatten,
-    GlobalAveragePooling2D,
-    Input,
-    InputLayer,
-    Layer,
-    LayerNormalization,
-    MaxPooling2D,
-    MultiHeadAttention,
-    ReLU,
-)
-from nn.layers import Dense as _NnDense
-from nn.layers.base import _unique_name
+from nn.layers import Input
 
 _UNSUPPORTED = ("kernel_regularizer", "bias_regularizer", "activity_regularizer",
                 "kernel_constraint", "bias_constraint", "lora_rank")
 
 
 @LAYERS.register
-class KerasDense(_NnDense):
+class KerasDense(Layer, _nn.Dense):
     """Keras 3's ``Dense(units, activation=None, use_bias=True,
     kernel_initializer="glorot_uniform", bias_initializer="zeros", ...)``.
 
@@ -101,7 +89,7 @@ class KerasDense(_NnDense):
         if isinstance(dtype, str) or dtype is None:
             dtype = get(dtype)  # Keras 3: the layer holds a DTypePolicy
         super().__init__(units, activation, use_bias, kernel_initializer, bias_initializer,
-                         dtype=dtype, name=name or _unique_name("dense"), **kwargs)
+                         dtype=dtype, name=name, **kwargs)
 
     @property
     def _float8(self) -> bool:
@@ -169,8 +157,11 @@ class KerasDense(_NnDense):
         if self.policy.recipe is not None or self.policy.quantization_mode is not None:
             raise ValueError(f"Dense.quantize: layer '{self.name}' already runs under "
                              f"{self.policy.name!r}")
-        self.policy = QuantizedFloat8DTypePolicy(mode, self.policy.name)
-        self._add_float8_variables()
+        self.dtype_policy = QuantizedFloat8DTypePolicy(mode, self.policy.name)
+
+    def _quantized_by_policy(self) -> None:
+        if "inputs_scale" not in self.__dict__:
+            self._add_float8_variables()
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
@@ -187,6 +178,90 @@ class KerasDense(_NnDense):
 
 
 Dense = KerasDense
+
+
+# nn's other layers with Keras 3's policy rules (``Layer``): one subclass each, registered
+# under its own name for checkpoints, exported under Keras's
+@LAYERS.register
+class KerasActivation(Layer, _nn.Activation):
+    """Keras 3's ``Activation``: ``nn.layers.Activation`` with Keras's policies."""
+
+
+@LAYERS.register
+class KerasAdd(Layer, _nn.Add):
+    """Keras 3's ``Add``: ``nn.layers.Add`` with Keras's policies."""
+
+
+@LAYERS.register
+class KerasAveragePooling2D(Layer, _nn.AveragePooling2D):
+    """Keras 3's ``AveragePooling2D``: ``nn.layers.AveragePooling2D`` with Keras's policies."""
+
+
+@LAYERS.register
+class KerasBatchNormalization(Layer, _nn.BatchNormalization):
+    """Keras 3's ``BatchNormalization``: ``nn.layers.BatchNormalization`` with Keras's
+    policies."""
+
+
+@LAYERS.register
+class KerasConv2D(Layer, _nn.Conv2D):
+    """Keras 3's ``Conv2D``: ``nn.layers.Conv2D`` with Keras's policies."""
+
+
+@LAYERS.register
+class KerasDropout(Layer, _nn.Dropout):
+    """Keras 3's ``Dropout``: ``nn.layers.Dropout`` with Keras's policies."""
+
+
+@LAYERS.register
+class KerasEmbedding(Layer, _nn.Embedding):
+    """Keras 3's ``Embedding``: ``nn.layers.Embedding`` with Keras's policies."""
+
+
+@LAYERS.register
+class KerasFlatten(Layer, _nn.Flatten):
+    """Keras 3's ``Flatten``: ``nn.layers.Flatten`` with Keras's policies."""
+
+
+@LAYERS.register
+class KerasGlobalAveragePooling2D(Layer, _nn.GlobalAveragePooling2D):
+    """Keras 3's ``GlobalAveragePooling2D``: ``nn.layers.GlobalAveragePooling2D`` with Keras's
+    policies."""
+
+
+@LAYERS.register
+class KerasInputLayer(Layer, _nn.InputLayer):
+    """Keras 3's ``InputLayer``: ``nn.layers.InputLayer`` with Keras's policies."""
+
+
+@LAYERS.register
+class KerasLayerNormalization(Layer, _nn.LayerNormalization):
+    """Keras 3's ``LayerNormalization``: ``nn.layers.LayerNormalization`` with Keras's
+    policies."""
+
+
+@LAYERS.register
+class KerasMaxPooling2D(Layer, _nn.MaxPooling2D):
+    """Keras 3's ``MaxPooling2D``: ``nn.layers.MaxPooling2D`` with Keras's policies."""
+
+
+@LAYERS.register
+class KerasMultiHeadAttention(Layer, _nn.MultiHeadAttention):
+    """Keras 3's ``MultiHeadAttention``: ``nn.layers.MultiHeadAttention`` with Keras's
+    policies."""
+
+
+@LAYERS.register
+class KerasReLU(Layer, _nn.ReLU):
+    """Keras 3's ``ReLU``: ``nn.layers.ReLU`` with Keras's policies."""
+
+
+Activation, Add, AveragePooling2D = KerasActivation, KerasAdd, KerasAveragePooling2D
+BatchNormalization, Conv2D, Dropout = KerasBatchNormalization, KerasConv2D, KerasDropout
+Embedding, Flatten = KerasEmbedding, KerasFlatten
+GlobalAveragePooling2D, InputLayer = KerasGlobalAveragePooling2D, KerasInputLayer
+LayerNormalization, MaxPooling2D = KerasLayerNormalization, KerasMaxPooling2D
+MultiHeadAttention, ReLU = KerasMultiHeadAttention, KerasReLU
 
 __all__ = [
     "Activation", "Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "Dense",
