@@ -66,7 +66,15 @@ class Layer(_NnLayer):
     @property  # type: ignore[override]
     def policy(self) -> DTypePolicy:
         """The policy this layer computes under: ``dtype_policy``, or the entry of the
-        ``DTypePolicyMap`` it holds for ``path`` (the map itself while there is no path)."""
+        ``DTypePolicyMap`` it holds for ``path``; a map without a path yet raises (nn would
+        otherwise compute, or decide, under the map's default)."""
+        held: DTypePolicy = self.__dict__["_dtype_policy"]
+        if isinstance(held, DTypePolicyMap) and self.__dict__["_path"] is None:
+            raise ValueError(
+                f"layer '{self.name}' holds a DTypePolicyMap but has no path yet: nn gives a "
+                "layer its path ('sequential/dense') when it is built or first called; build "
+                "the model first (model.build(input_shape), or call it on a batch) before "
+                "compile, fit or summary")
         return self._keras_policy()
 
     @policy.setter

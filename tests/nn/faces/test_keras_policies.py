@@ -139,3 +139,15 @@ def test_setting_dtype_policy_on_a_routed_layer_writes_into_the_map_at_its_path(
 def test_an_nn_layer_given_a_map_raises_naming_the_face_layers():
     with pytest.raises(ValueError, match="routed by the layers of nn.faces.keras.layers only"):
         nn.Dense(2, dtype=_map())(np.ones((1, 3), np.float32))
+
+
+def test_compiling_a_routed_model_before_its_layers_have_paths_raises_saying_build_first():
+    policy_map = keras.dtype_policies.DTypePolicyMap("float32", {"sequential/dense_1": "float16"})
+    model = keras.Sequential([L.Dense(4, dtype=policy_map, name="dense"),
+                              L.Dense(3, dtype=policy_map, name="dense_1")], name="sequential")
+    with pytest.raises(ValueError, match="has no path yet.*model.build"):
+        model.compile(keras.optimizers.SGD(0.1), "mse")
+    model.build((None, 5))
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    model.fit(np.ones((4, 5), np.float32), np.ones((4, 3), np.float32), verbose=0)
+    assert [layer.compute_dtype for layer in model.layers] == ["float32", "float16"]
