@@ -44,7 +44,9 @@ NOT_EMULATED = {  # Keras 3's other top-level names -> what nn offers instead
     "activations": "activation names as strings (activation='relu', 'gelu', ...)",
     "regularizers": "a penalty added to the loss yourself",
     "constraints": "nothing: nn has no weight constraints",
-    "quantizers": "nn.fp8's recipes (DelayedScaling, CurrentScaling, BlockScaling)",
+    "quantizers": "nn.faces.keras.float8 (Keras's float8 quantize_and_dequantize, "
+                  "compute_float8_scale, compute_float8_amax_history, on numpy arrays) and "
+                  "nn.fp8's recipes (DelayedScaling, CurrentScaling, BlockScaling)",
     "datasets": "nn.datasets (load_digits, mnist.load_data, Dataset)",
     "utils": "nn.utils",
 }
