@@ -31,8 +31,8 @@ from typing import Any
 from nn import losses, metrics
 from nn.faces.keras import config, dtype_policies, layers, mixed_precision, optimizers
 from nn.faces.keras.dtype_policies import DTypePolicy, FloatDTypePolicy
+from nn.faces.keras.layers import Input
 from nn.faces.keras.models import Model, Sequential
-from nn.layers import Input
 
 NOT_EMULATED = {  # Keras 3's other top-level names -> what nn offers instead
     "ops": "nn.functions (one Function per op) and nn.Tensor's methods",

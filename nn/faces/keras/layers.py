@@ -42,7 +42,7 @@ from nn.faces.keras.float8 import (
     QuantizeDequantizeOutputsGrad,
     float8_variables,
 )
-from nn.layers import Input
+from nn.layers.symbolic import SymbolicTensor
 
 _UNSUPPORTED = ("kernel_regularizer", "bias_regularizer", "activity_regularizer",
                 "kernel_constraint", "bias_constraint", "lora_rank")
@@ -254,6 +254,34 @@ class KerasMultiHeadAttention(Layer, _nn.MultiHeadAttention):
 @LAYERS.register
 class KerasReLU(Layer, _nn.ReLU):
     """Keras 3's ``ReLU``: ``nn.layers.ReLU`` with Keras's policies."""
+
+
+def Input(shape: Any = None, batch_size: int | None = None, dtype: str | None = None,  # noqa: N802
+          sparse: Any = None, ragged: Any = None, batch_shape: Any = None,
+          name: str | None = None, tensor: Any = None, optional: bool = False
+          ) -> SymbolicTensor:
+    """Keras 3's ``keras.Input(shape=None, batch_size=None, dtype=None, sparse=None,
+    ragged=None, batch_shape=None, name=None, tensor=None, optional=False)``: Keras's argument
+    order (``nn.Input`` has ``name`` before ``dtype``), a ``keras.layers.InputLayer`` behind
+    it ("input_layer", with a Keras ``DTypePolicy``). ``sparse``, ``ragged``, ``tensor`` and
+    ``optional`` are not emulated: a value other than their default raises."""
+    given = {"sparse": sparse, "ragged": ragged, "tensor": tensor,
+             "optional": optional or None}
+    for arg, value in given.items():
+        if value is not None:
+            raise ValueError(f"Input: {arg}={value!r} is not emulated by nn; nn's inputs are "
+                             "dense float tensors")
+    if batch_shape is not None:
+        if shape is not None or batch_size is not None:
+            raise ValueError("Input: pass either shape (and batch_size) or batch_shape, "
+                             f"got shape={shape!r}, batch_size={batch_size!r}, "
+                             f"batch_shape={batch_shape!r}")
+        batch_size, shape = batch_shape[0], tuple(batch_shape[1:])
+    if shape is None:
+        raise ValueError("Input: shape (or batch_shape) is required, e.g. "
+                         "keras.Input(shape=(784,))")
+    layer = KerasInputLayer(shape, batch_size=batch_size, dtype=dtype, name=name)
+    return layer.output
 
 
 Activation, Add, AveragePooling2D = KerasActivation, KerasAdd, KerasAveragePooling2D

@@ -151,3 +151,14 @@ def test_compiling_a_routed_model_before_its_layers_have_paths_raises_saying_bui
     model.compile(keras.optimizers.SGD(0.1), "mse")
     model.fit(np.ones((4, 5), np.float32), np.ones((4, 3), np.float32), verbose=0)
     assert [layer.compute_dtype for layer in model.layers] == ["float32", "float16"]
+
+
+def test_keras_input_takes_keras_argument_order_and_makes_a_keras_input_layer():
+    inputs = keras.Input((3,), None, "float16")  # Keras 3: (shape, batch_size, dtype, ...)
+    model = keras.Model(inputs=inputs, outputs=L.Dense(2)(inputs))
+    first = model.layers[0]
+    assert isinstance(first, L.InputLayer) and first.name.startswith("input_layer")
+    assert inputs.dtype.name == "float16" and first.dtype_policy != "float16"
+    assert keras.Input(batch_shape=(4, 3)).shape == (4, 3)
+    with pytest.raises(ValueError, match="sparse=True is not emulated"):
+        keras.Input((3,), sparse=True)
