@@ -75,7 +75,9 @@ class Layer(_NnLayer):
                 "layer its path ('sequential/dense') when it is built or first called; build "
                 "the model first (model.build(input_shape), or call it on a batch) before "
                 "compile, fit or summary")
-        return self._keras_policy()
+        policy = self._keras_policy()
+        self._check_quantization(policy)  # (a map's entry, too)
+        return policy
 
     @policy.setter
     def policy(self, value: Any) -> None:

@@ -69,6 +69,10 @@ def test_a_quantized_policy_on_a_layer_other_than_dense_raises_naming_dense():
     policy = keras.dtype_policies.QuantizedFloat8DTypePolicy("float8", "float32")
     with pytest.raises(ValueError, match="only keras.layers.Dense runs .*'float8'"):
         L.Conv2D(2, 3, dtype=policy)
+    routed = L.Conv2D(2, 3, dtype=keras.dtype_policies.DTypePolicyMap(
+        "float32", {"conv": "float8_from_float32"}), name="conv")
+    with pytest.raises(ValueError, match="only keras.layers.Dense runs .*'float8'"):
+        routed(np.ones((1, 4, 4, 1), np.float32))
 
 
 # --- DTypePolicyMap: a layer looks itself up by its path ---------------------------------
