@@ -64,6 +64,7 @@ class KerasFloat8Dense:
         new_h["g"] = keras_history(g, h["g"])
         gq = keras_qdq(g, s["g"], E5M2, c)
         grad_k = (xq.astype(np.float32).T @ gq.astype(np.float32)).astype(c)
+        self.grad_x = (gq.astype(np.float32) @ kq.astype(np.float32).T).astype(c)
         grad_b = np.sum(g.astype(np.float32), axis=0).astype(c)
         if c is np.float32:
             grad_b = grad_b.astype(BF16).astype(np.float32)
@@ -94,12 +95,14 @@ def test_float8_dense_training_steps_are_keras3s_bit_for_bit(source):
     oracle = KerasFloat8Dense(kernel, bias, c, 3, lr=0.5)
     opt = keras.optimizers.SGD(0.5)
     for x, t in zip(xs, ts, strict=True):
+        x_in = nn.Tensor(x, requires_grad=True)
         with nn.GradientTape() as tape:
-            y = layer(x, training=True)
+            y = layer(x_in, training=True)
             loss = (y * nn.Tensor(t, fmt=y.fmt)).sum()
-        grads = tape.gradient(loss, layer.trainable_variables)
+        grad_x, *grads = tape.gradient(loss, [x_in, *layer.trainable_variables])
         opt.apply_gradients(zip(grads, layer.trainable_variables, strict=True))
         expected = oracle.step(x, t)
+        np.testing.assert_array_equal(grad_x.numpy(), oracle.grad_x.astype(np.float32))
         np.testing.assert_array_equal(y.numpy(), expected.astype(np.float32))
         assert np.isfinite(expected.astype(np.float32)).all()
         np.testing.assert_array_equal(layer.kernel.numpy(), oracle.k)
