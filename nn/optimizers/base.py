@@ -346,6 +346,9 @@ class Optimizer:
         t = self.iterations + 1  # Keras's local_step
         for g, var in prepared:
             w = var.data
+            if getattr(var, "overwrite_with_gradient", False):  # Keras 3's: its new value
+                var.assign(g)
+                continue
             slots = self._slots[self._index[id(var)]]
             group = self._group_of(var)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

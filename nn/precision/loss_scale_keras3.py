@@ -18,11 +18,12 @@ How it differs from tf.keras's (``nn.LossScaleOptimizer``), each as Keras 3 does
 - the finiteness check is on those scaled gradients;
 - a skipped step does not advance ``iterations`` (the inner optimizer is not called);
 - the scale has no floor: repeated non-finite steps give 2, 1, 0.5, 0.25, ...;
+- the scale has no ceiling either: after ``dynamic_growth_steps`` finite steps it doubles in
+  float32 even when that overflows, and stores inf (``Keras3LossScale``); from then on every
+  scaled loss is inf, every step is skipped and inf * 0.5 keeps the scale at inf, as in
+  Keras 3 (tf.keras and PyTorch keep the last finite scale);
 - there is no fixed scale: ``dynamic=False`` raises (our fixed scale is tf.keras's face),
   and tf.keras's ``get_scaled_loss``/``get_unscaled_gradients`` raise naming this spelling.
-
-One difference from Keras 3 remains, ours: the scale doubles only when the doubled float32
-value is finite (Keras 3 would store inf after 113 doublings from 2**15).
 """
 
 from __future__ import annotations
@@ -46,6 +47,46 @@ from nn.precision.loss_scale import (
     _scale_value,
 )
 
+
+class Keras3LossScale(DynamicLossScale):
+    """Keras 3's scale rule (``LossScaleOptimizer._stateful_handle_finite_grads`` and
+    ``_stateful_handle_non_finite_grads``), one float32 scale and an int counter:
+
+    - finite step: if ``counter == growth_interval - 1``: ``counter = 0`` and
+      ``scale = float32(scale * 2)``, stored even when it overflows to inf; else
+      ``counter += 1``;
+    - non-finite step: ``counter = 0`` and ``scale = float32(scale * 0.5)`` (no floor; inf
+      stays inf).
+
+    >>> s = Keras3LossScale(2.0**127, 1, growth_factor=2.0, backoff_factor=0.5)
+    >>> s.update(True), s.scale
+    (True, inf)
+    >>> s.update(False), s.scale
+    (False, inf)
+    """
+
+    def update(self, finite: bool) -> bool:
+        with np.errstate(over="ignore", under="ignore"):
+            if not finite:
+                self._scale = np.float32(self._scale) * np.float32(self.backoff_factor)
+                self.counter = 0
+                return False
+            if self.counter == self.growth_interval - 1:
+                self._scale = np.float32(self._scale) * np.float32(self.growth_factor)
+                self.counter = 0
+            else:
+                self.counter += 1
+        return True
+
+    def _set_scale(self, value: object, name: str, allow_zero: bool) -> None:
+        """As the shared rule, and +inf too: a Keras 3 scale that overflowed is a reachable
+        state (a checkpoint taken then restores it)."""
+        if isinstance(value, (float, np.floating)) and value == np.inf:
+            self._scale = np.float32(np.inf)
+            return
+        super()._set_scale(value, name, allow_zero)
+
+
 _TF_KERAS_ONLY = ("nn.faces.keras.optimizers.LossScaleOptimizer follows Keras 3, which has no "
                   "{name}: write scaled = opt.scale_loss(loss) and pass the gradients of "
                   "scaled to opt.apply_gradients, which unscales them; tf.keras's "
@@ -61,7 +102,8 @@ class Keras3LossScaleOptimizer(LossScaleOptimizer):
       inf or NaN, the step is skipped (variables, slots and ``iterations`` untouched), the
       scale halves (no floor) and the counter resets; else each gradient is divided by the
       scale (one rounding, to the gradient's format), the inner optimizer applies them, and
-      after ``dynamic_growth_steps`` such steps in a row the scale doubles;
+      after ``dynamic_growth_steps`` such steps in a row the scale doubles (to inf, if it
+      overflows: ``Keras3LossScale``);
     - ``dynamic_scale`` and ``step_counter`` are Keras 3's names of the scale and counter.
 
     >>> import numpy as np, nn
@@ -93,8 +135,8 @@ class Keras3LossScaleOptimizer(LossScaleOptimizer):
                              "integer (Keras 3's default is 2000), got None")
         super().__init__(inner_optimizer, initial_scale, dynamic_growth_steps, dynamic=True)
         steps = count("dynamic_growth_steps", dynamic_growth_steps, minimum=1)
-        self._state = DynamicLossScale(initial_scale, steps, growth_factor=2.0,
-                                       backoff_factor=0.5)  # Keras 3: no floor
+        self._state = Keras3LossScale(initial_scale, steps, growth_factor=2.0,
+                                      backoff_factor=0.5)  # Keras 3: no floor, no ceiling
         if name is not None and not (isinstance(name, str) and name):
             raise ValueError(f"LossScaleOptimizer: name must be a non-empty string or None, "
                              f"got {name!r}")
@@ -151,7 +193,8 @@ class Keras3LossScaleOptimizer(LossScaleOptimizer):
         finite = _all_finite(gradient_array(g) for g, _ in pairs if g is not None)
         assert self._state is not None  # always dynamic
         if finite:
-            unscaled = [(None if g is None else self._unscale(g), v) for g, v in pairs]
+            unscaled = [(g if g is None or getattr(v, "overwrite_with_gradient", False)
+                         else self._unscale(g), v) for g, v in pairs]  # Keras 3 keeps those
             inner._apply_prepared(inner._prepare(unscaled))
         else:
             self.skipped_steps += 1

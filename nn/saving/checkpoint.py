@@ -104,7 +104,7 @@ def save_model(model: Any, path: str | os.PathLike) -> None:
     keyed = list(model.named_variables(require_built=False))
     weights = [var for _, var in keyed]
     for i, var in enumerate(weights):
-        arrays[f"weight_{i}"] = np.ascontiguousarray(var.data)
+        arrays[f"weight_{i}"] = np.array(var.data, order="C")  # (0-d stays 0-d)
     layers = _layers(model, by_path=True)
     config: dict[str, Any] = {
         "format": FORMAT, "version": VERSION,

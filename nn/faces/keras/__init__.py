@@ -9,7 +9,11 @@ Covered: ``keras.layers`` (nn's layers; ``Dense`` rounds as Keras 3: matmul, the
 RMSprop, Adam, Keras 3's ``LossScaleOptimizer``, ``schedules``), ``keras.losses``,
 ``keras.metrics``.
 
-``keras.Model`` and ``keras.Sequential`` are nn's: ``compile(auto_scale_loss=True)`` wraps the
+``keras.Model`` and ``keras.Sequential`` are nn's (``Sequential`` runs its layers inside its
+name scope, so their paths are Keras's: ``nn.faces.keras.models``); every layer of
+``keras.layers`` holds Keras 3's policies (``nn.faces.keras.base_layer``: a ``DTypePolicy``
+never equal to a string, a ``DTypePolicyMap`` looked up by the layer's path);
+``compile(auto_scale_loss=True)`` wraps the
 optimizer in Keras 3's ``LossScaleOptimizer`` when the model computes in float16 and its
 layers hold this face's policies (``keras.config.set_dtype_policy``, ``dtype=`` strings of
 ``keras.layers.Dense``), as Keras 3 does. What the face does not emulate raises an error
@@ -27,8 +31,8 @@ from typing import Any
 from nn import losses, metrics
 from nn.faces.keras import config, dtype_policies, layers, mixed_precision, optimizers
 from nn.faces.keras.dtype_policies import DTypePolicy, FloatDTypePolicy
-from nn.layers import Input, Sequential
-from nn.models.model import Model
+from nn.faces.keras.layers import Input
+from nn.faces.keras.models import Model, Sequential
 
 NOT_EMULATED = {  # Keras 3's other top-level names -> what nn offers instead
     "ops": "nn.functions (one Function per op) and nn.Tensor's methods",
@@ -40,7 +44,9 @@ NOT_EMULATED = {  # Keras 3's other top-level names -> what nn offers instead
     "activations": "activation names as strings (activation='relu', 'gelu', ...)",
     "regularizers": "a penalty added to the loss yourself",
     "constraints": "nothing: nn has no weight constraints",
-    "quantizers": "nn.fp8's recipes (DelayedScaling, CurrentScaling, BlockScaling)",
+    "quantizers": "nn.faces.keras.float8 (Keras's float8 quantize_and_dequantize, "
+                  "compute_float8_scale, compute_float8_amax_history, on numpy arrays) and "
+                  "nn.fp8's recipes (DelayedScaling, CurrentScaling, BlockScaling)",
     "datasets": "nn.datasets (load_digits, mnist.load_data, Dataset)",
     "utils": "nn.utils",
 }

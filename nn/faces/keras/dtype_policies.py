@@ -12,11 +12,9 @@ constructor, ``get_config``/``from_config``, ``quantization_mode``, ``repr`` and
 - ``QuantizedDTypePolicy(mode, source_name=None)``: Keras 3's quantized policies; of its modes
   nn runs "float8" only (``QuantizedFloat8DTypePolicy``), the others raise naming it;
 - ``QuantizedFloat8DTypePolicy(mode="float8", source_name=None, amax_history_length=1024)``:
-  Keras 3's float8 training, run by nn's delayed scaling (``nn.fp8.DelayedScaling`` with
-  the "hybrid" formats: E4M3 for inputs and kernels, E5M2 for gradients, and Keras's history
-  length passed explicitly). nn's recipe, not Keras's code: the per-tensor cast rounds the
-  exact product ``x * scale`` once (Keras divides by the inverse scale first), so single
-  elements may differ by one fp8 step;
+  Keras 3's float8 training, which ``keras.layers.Dense`` runs as Keras 3 does, step for step
+  and rounding for rounding (``nn.faces.keras.float8``: E4M3 inputs and kernel, E5M2
+  output gradient, Keras's delayed scale update); it carries no ``nn.fp8`` recipe;
 - ``DTypePolicyMap(default_policy=None, policy_map=None)``: layer paths (exact, else one
   ``re.fullmatch`` pattern) -> policies.
 
@@ -34,7 +32,6 @@ from typing import Any
 
 from fpsim import FP32
 from nn.engine.registry import Registry
-from nn.fp8.recipes import DelayedScaling
 from nn.precision.policy import Policy, global_policy
 
 QUANTIZATION_MODES = ("int8", "float8", "int4", "ternary", "gptq", "awq")  # Keras 3's
@@ -102,10 +99,11 @@ class QuantizedDTypePolicy(DTypePolicy):
             raise ValueError(f"Invalid quantization mode. Expected one of "
                              f"{QUANTIZATION_MODES}. Received: mode={mode!r}")
         if mode != "float8" or type(self) is QuantizedDTypePolicy:
-            raise ValueError(f"quantization mode {mode!r} is not emulated by nn; its float8 "
-                             "training is QuantizedFloat8DTypePolicy('float8', source_name) "
-                             "(nn.fp8.DelayedScaling), and nn.fp8's recipes cover other "
-                             "narrow formats (e.g. nn.Policy('mxfp8'))")
+            raise ValueError(f"quantization mode {mode!r} is not emulated by nn's Keras 3 "
+                             "face; the one it runs is float8 training: "
+                             "QuantizedFloat8DTypePolicy('float8', source_name) or "
+                             "layer.quantize('float8'); nn.fp8's recipe policies cover other "
+                             "narrow formats (e.g. dtype='mxfp8', 'nvfp4')")
         DTypePolicy.__init__(self, source_name)
         self._source_name = source_name
         self._quantization_mode = mode
@@ -123,13 +121,13 @@ class QuantizedDTypePolicy(DTypePolicy):
 
 
 class QuantizedFloat8DTypePolicy(QuantizedDTypePolicy):
-    """Keras 3's float8 training policy, run by ``nn.fp8.DelayedScaling("hybrid",
-    amax_history_len=amax_history_length)`` on the matmuls of the layer that holds it; the
-    rest computes in the source policy's compute format, variables in its variable format.
+    """Keras 3's float8 training policy: ``keras.layers.Dense`` under it runs Keras 3's float8
+    matmul (``nn.faces.keras.float8``); everything computes in the source policy's compute
+    format, variables in its variable format (the scaling state in float32).
 
     >>> p = QuantizedFloat8DTypePolicy("float8", "float32")
-    >>> p.name, p.quantization_mode, p.amax_history_length, p.recipe.amax_history_len
-    ('float8_from_float32', 'float8', 1024, 1024)
+    >>> p.name, p.quantization_mode, p.amax_history_length, p.compute_dtype, p.recipe
+    ('float8_from_float32', 'float8', 1024, 'float32', None)
     """
 
     default_amax_history_length = KERAS_AMAX_HISTORY_LENGTH
@@ -141,8 +139,6 @@ class QuantizedFloat8DTypePolicy(QuantizedDTypePolicy):
                             f"amax_history_length={amax_history_length!r}")
         super().__init__(mode, source_name)
         self._amax_history_length = amax_history_length
-        self._recipe = DelayedScaling("hybrid", amax_history_len=amax_history_length)
-        self._recipe.policy_name = self.name
         if self._variable is None:
             raise ValueError(f"QuantizedFloat8DTypePolicy: source_name {source_name!r} has no "
                              "float format to quantize from; use float32, mixed_bfloat16, ...")
@@ -197,6 +193,28 @@ class DTypePolicyMap(DTypePolicy, MutableMapping):
     @property
     def quantization_mode(self) -> str | None:
         return self.default_policy.quantization_mode
+
+    def _unrouted(self) -> ValueError:
+        return ValueError("a DTypePolicyMap is routed by the layers of nn.faces.keras.layers "
+                          "only (each looks itself up by its path); an nn layer given one "
+                          "would silently use its default: give nn layers a policy "
+                          "(dtype='mixed_float16') or use keras.layers.* from nn.faces.keras")
+
+    @property
+    def compute_format(self) -> Any:
+        """Refused: a map has no format of its own; the layer holding it reads
+        ``map[layer.path]`` (``nn.faces.keras.base_layer``)."""
+        raise self._unrouted()
+
+    @property
+    def variable_format(self) -> Any:
+        """Refused, as ``compute_format``."""
+        raise self._unrouted()
+
+    @property
+    def recipe(self) -> Any:
+        """Refused, as ``compute_format``."""
+        raise self._unrouted()
 
     def __getitem__(self, key: str) -> DTypePolicy:
         if key in self._policy_map:

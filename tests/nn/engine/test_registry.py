@@ -44,14 +44,24 @@ EXAMPLES = {
     "MultiHeadAttention": lambda: nn.MultiHeadAttention(2, 3),
     "TokenAndPositionEmbedding": lambda: nn.layers.TokenAndPositionEmbedding(5, 4, 6),
     "TransformerBlock": lambda: nn.layers.TransformerBlock(6, 2, 8),
+    # the Keras 3 face's layers (nn's, with Keras's policies: nn.faces.keras.base_layer)
+    "KerasActivation": lambda: nn.faces.keras.layers.Activation("gelu", dtype="mixed_bfloat16"),
+    "KerasConv2D": lambda: nn.faces.keras.layers.Conv2D(3, 2, padding="same"),
+    "KerasDropout": lambda: nn.faces.keras.layers.Dropout(0.3),
+    "KerasEmbedding": lambda: nn.faces.keras.layers.Embedding(5, 3),
+    "KerasInputLayer": lambda: nn.faces.keras.layers.InputLayer((None,), dtype="bfloat16"),
+    "KerasMultiHeadAttention": lambda: nn.faces.keras.layers.MultiHeadAttention(2, 3),
+    "KerasSequential": lambda: nn.faces.keras.Sequential(
+        [nn.faces.keras.layers.Dense(4), nn.faces.keras.layers.ReLU()], name="ex_kseq"),
 }
 # layers whose input is not (batch, features): images (NHWC; NCHW for Conv2d), sequences,
 # integer ids (these come first in the model); multi-input layers cannot sit in a Sequential
 IMAGE_LAYERS = {"Conv2D", "Conv2d", "MaxPooling2D", "AveragePooling2D",
-                "GlobalAveragePooling2D"}
+                "GlobalAveragePooling2D", "KerasConv2D", "KerasMaxPooling2D",
+                "KerasAveragePooling2D", "KerasGlobalAveragePooling2D"}
 SEQUENCE_LAYERS = {"TransformerBlock", "LayerNorm"}
-ID_LAYERS = {"Embedding", "TokenAndPositionEmbedding"}
-MULTI_INPUT_LAYERS = {"Add", "MultiHeadAttention"}
+ID_LAYERS = {"Embedding", "TokenAndPositionEmbedding", "KerasEmbedding"}
+MULTI_INPUT_LAYERS = {"Add", "MultiHeadAttention", "KerasAdd", "KerasMultiHeadAttention"}
 
 
 def _nn_own(reg: Registry) -> list[str]:
@@ -110,7 +120,8 @@ def _sandwich(name: str, layer: nn.Layer) -> list[nn.Layer]:
     return [*head, layer, *flat, nn.Dense(3, name="last")]
 
 
-LAYER_NAMES = [n for n in _nn_own(LAYERS) if n != "Sequential" and n not in MULTI_INPUT_LAYERS]
+LAYER_NAMES = [n for n in _nn_own(LAYERS)
+               if n not in ("Sequential", "KerasSequential") and n not in MULTI_INPUT_LAYERS]
 
 
 @pytest.mark.parametrize("name", LAYER_NAMES)

@@ -167,6 +167,48 @@ def test_keras3_scale_doubles_after_dynamic_growth_steps_finite_steps():
     assert scales == [(8, 1), (8, 2), (16, 0), (16, 1), (16, 2), (32, 0), (32, 1)]
 
 
+def _keras3_scale_rule(scale, counter, finite, growth_steps):
+    """Keras 3's _stateful_handle_(non_)finite_grads, step by step in numpy float32."""
+    with np.errstate(over="ignore"):
+        if not finite:
+            return np.float32(scale) * np.float32(0.5), 0
+        if counter == growth_steps - 1:
+            return np.float32(scale) * np.float32(2.0), 0
+        return np.float32(scale), counter + 1
+
+
+def test_keras3_scale_doubles_to_inf_and_stays_there_as_keras3():
+    w = _variable([1.0])
+    opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.5), initial_scale=2.0**126,
+                                              dynamic_growth_steps=2)
+    grads = [1.0, 1.0, 1.0, 1.0, np.inf, 1.0, 1.0]  # the scaled gradients handed to apply
+    scale, counter, seen, expected = np.float32(2.0**126), 0, [], []
+    for g in grads:
+        opt.apply_gradients([(np.float32([g]), w)])
+        scale, counter = _keras3_scale_rule(scale, counter, np.isfinite(g), 2)
+        seen.append((opt.dynamic_scale, opt.step_counter))
+        expected.append((float(scale), counter))
+    assert seen == expected
+    assert seen[3] == (np.inf, 0)  # 2**127 * 2 overflowed: Keras 3 stores inf
+    assert seen[4] == (np.inf, 0)  # a non-finite step: inf * 0.5 is still inf
+    assert opt.iterations == 6  # the finite steps at inf are applied: g / inf = 0
+    # the custom loop's next step: scale_loss gives inf, so do the gradients; skipped, inf kept
+    before = w.numpy().copy()
+    opt.apply_gradients(zip(_scaled_gradient(opt, w, [0.25]), [w], strict=True))
+    assert opt.last_step_skipped and opt.dynamic_scale == np.inf and opt.iterations == 6
+    np.testing.assert_array_equal(w.numpy(), before)
+
+
+def test_keras3_scale_at_inf_survives_its_state_dict():
+    opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1), initial_scale=2.0**127,
+                                              dynamic_growth_steps=1)
+    opt.apply_gradients([(np.float32([0.0]), _variable([0.0]))])
+    assert opt.dynamic_scale == np.inf
+    again = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+    again._state.load_state_dict(opt._state.state_dict())
+    assert again.dynamic_scale == np.inf
+
+
 def test_keras3_get_config_has_keras3_keys_and_rebuilds_the_same_optimizer():
     opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.01), initial_scale=256.0,
                                               dynamic_growth_steps=10, name="lso")
@@ -292,18 +334,19 @@ def test_quantized_policies_nn_does_not_emulate_raise_naming_float8():
         keras.dtype_policies.QuantizedDTypePolicy("int3", "float32")
 
 
-def test_quantized_float8_policy_is_delayed_scaling_with_keras_history_1024():
+def test_quantized_float8_policy_has_keras_history_1024_and_no_nn_recipe():
     p = keras.dtype_policies.QuantizedFloat8DTypePolicy("float8", "mixed_bfloat16")
     assert (p.name, p.quantization_mode, p.amax_history_length) == (
         "float8_from_mixed_bfloat16", "float8", 1024)
-    assert isinstance(p.recipe, nn.fp8.DelayedScaling) and p.recipe.amax_history_len == 1024
-    assert p.recipe.fp8_format == "hybrid"
+    assert p.recipe is None  # keras.layers.Dense runs Keras's own float8 steps
     assert (p.compute_dtype, p.variable_dtype) == ("bfloat16", "float32")
     assert p.get_config() == {"mode": "float8", "source_name": "mixed_bfloat16",
                               "amax_history_length": 1024}
     assert keras.dtype_policies.get("float8_from_mixed_bfloat16") == p
     short = keras.dtype_policies.QuantizedFloat8DTypePolicy("float8", "float32", 16)
-    assert short.recipe.amax_history_len == 16
+    layer = keras.layers.Dense(2, dtype=short)
+    layer.build((None, 3))
+    assert layer.inputs_amax_history.shape == (16,)
 
 
 def test_layer_compute_and_variable_dtype_are_strings_and_trainable_weights_listed():
@@ -399,7 +442,7 @@ def test_dense_quantize_float8_casts_inputs_and_kernel_to_e4m3_at_scale_one_firs
     d.set_weights([k])
     d.quantize("float8")
     assert d.dtype_policy.quantization_mode == "float8"
-    assert d.dtype_policy.recipe.amax_history_len == 1024
+    assert d.inputs_amax_history.shape == (1024,)
     e4m3 = ml_dtypes.float8_e4m3fn  # delayed scaling: the first step casts with scale 1
     expected = (x.astype(e4m3).astype(np.float64) @ k.astype(e4m3).astype(np.float64))
     np.testing.assert_array_equal(d(x).numpy(), expected.astype(np.float32))
@@ -467,12 +510,13 @@ def test_a_float8_quantized_model_trains_and_reloads_with_its_scaling_state(tmp_
     model.compile(keras.optimizers.Adam(1e-2),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(x, y, batch_size=8, epochs=1, verbose=0)
-    recipe = model.layers[0].dtype_policy.recipe
-    name = model.layers[0].name
-    assert recipe.states[f"{name}/Linear/input"].steps == 4  # a delayed-scaling step per batch
+    history = model.layers[0].inputs_amax_history.numpy()
+    assert np.count_nonzero(history) == 4  # an amax per batch: the newest first, then
+    assert history[0] > 0 and (history[-3:] > 0).all()  # the older ones rolled to the end
     model.save(tmp_path / "m.npz")
     loaded = nn.load_model(tmp_path / "m.npz")
     policy = loaded.layers[0].dtype_policy
     assert type(policy) is keras.dtype_policies.QuantizedFloat8DTypePolicy
-    assert policy.recipe.amax_history_len == 1024
+    for a, b in zip(loaded.get_weights(), model.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
