@@ -24,7 +24,7 @@ every layer ``nn.faces.keras.layers`` exports (keras/src/layers/layer.py, Keras 
 >>> from nn.faces import keras
 >>> norm = keras.layers.LayerNormalization(dtype="mixed_float16")
 >>> norm.name, norm.dtype_policy, norm.dtype_policy == "mixed_float16", norm.compute_dtype
-('layer_normalization', <DTypePolicy "mixed_float16">, False, 'float16')
+('layer_normalization...', <DTypePolicy "mixed_float16">, False, 'float16')
 """
 
 from __future__ import annotations
