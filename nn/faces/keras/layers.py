@@ -4,15 +4,15 @@ Keras 3's ``Dense``.
 Every layer here derives from this face's ``Layer`` (``nn.faces.keras.base_layer``: the one
 home of the rules): its ``dtype_policy`` is a ``keras.DTypePolicy`` (never equal to a
 string), a ``DTypePolicyMap`` is looked up by the layer's ``path``, names are Keras's
-("conv2d"). Besides that, every name but ``Dense`` computes as nn's own layer
-(``nn.layers``), which already follows Keras (names, argument order, channels-last).
-``Dense`` here rounds as Keras 3 does:
+("conv2d"). Besides that, every name but ``Dense`` and ``Conv2D`` computes as nn's own
+layer (``nn.layers``), which already follows Keras (names, argument order, channels-last).
+``Dense`` and ``Conv2D`` here round as Keras 3 does:
 
 - ``keras.layers.Dense``: ``y = x @ kernel`` rounded to the compute format, then ``y + bias``
   rounded again (two roundings, Keras 3's ``ops.matmul`` then ``ops.add``), then the
-  activation;
-- ``nn.Dense``: the products and the bias summed in fp32 and rounded once (a GPU GEMM's fused
-  bias epilogue).
+  activation; ``keras.layers.Conv2D`` the same with the convolution (``BaseConv.call``);
+- ``nn.Dense`` and ``nn.Conv2D``: the products and the bias summed in fp32 and rounded once (a
+  GPU's fused bias epilogue).
 
 Under "mixed_float16" the two differ by one fp16 ulp on some outputs; under "float32" they
 agree. ``Dense.quantize("float8")`` (or ``dtype="float8_from_<policy>"``) switches the layer
@@ -42,6 +42,7 @@ from nn.faces.keras.float8 import (
     QuantizeDequantizeOutputsGrad,
     float8_variables,
 )
+from nn.functions.conv import conv2d
 from nn.layers.symbolic import SymbolicTensor
 
 _UNSUPPORTED = ("kernel_regularizer", "bias_regularizer", "activity_regularizer",
@@ -205,7 +206,18 @@ class KerasBatchNormalization(Layer, _nn.BatchNormalization):
 
 @LAYERS.register
 class KerasConv2D(Layer, _nn.Conv2D):
-    """Keras 3's ``Conv2D``: ``nn.layers.Conv2D`` with Keras's policies."""
+    """Keras 3's ``Conv2D``: ``nn.layers.Conv2D`` with Keras's policies, rounding as Keras 3's
+    ``BaseConv.call``: the convolution rounded to the compute format, then the bias added in a
+    second op, rounded again, then the activation (``nn.Conv2D`` adds the bias inside the
+    convolution's fp32 sum and rounds once, as a GPU's fused epilogue does)."""
+
+    def call(self, x: Tensor, training: bool = False) -> Tensor:
+        assert self.kernel is not None  # built by __call__
+        y = conv2d(x, self.read(self.kernel), None, self.strides, self.padding,
+                   accumulator=self.accumulator)  # rounding 1: the convolution
+        if self.bias is not None:
+            y = y + self.read(self.bias)  # rounding 2: the bias add
+        return y if self.activation is None else self.activation(y)
 
 
 @LAYERS.register

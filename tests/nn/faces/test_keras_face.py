@@ -274,6 +274,28 @@ def test_keras_dense_rounds_the_fp16_product_then_the_fp16_bias_sum():
     assert np.any(two != one)  # the faces do differ on this data
 
 
+def test_keras_conv2d_rounds_the_fp16_convolution_then_the_fp16_bias_sum():
+    rng = np.random.default_rng(4)
+    # multiples of 1/64 below 4 (x) and 1 (kernel): each of the 9 products is a multiple of
+    # 1/4096 below 4 and their sum has at most 18 bits, exact in float32 and float64 alike
+    x = (rng.integers(-255, 256, size=(2, 6, 6, 1)) / 64).astype(np.float32)
+    k = (rng.integers(-63, 64, size=(3, 3, 1, 3)) / 64).astype(np.float32)
+    b = rng.normal(size=3).astype(np.float16).astype(np.float32)
+    keras.config.set_dtype_policy("mixed_float16")
+    face, fused = keras.layers.Conv2D(3, 3), nn.Conv2D(3, 3)
+    for layer in (face, fused):
+        layer.build((None, 6, 6, 1))
+        layer.set_weights([k, b])
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), (1, 2))
+    conv = np.einsum("nhwcij,ijco->nhwo", windows, k.astype(np.float64))  # exact
+    b64 = b.astype(np.float64)
+    two = (conv.astype(np.float16).astype(np.float64) + b64).astype(np.float16)
+    one = (conv + b64).astype(np.float32).astype(np.float16)  # fp32 sum, then fp16
+    np.testing.assert_array_equal(face(x).numpy(), two)
+    np.testing.assert_array_equal(fused(x).numpy(), one)
+    assert np.any(two != one)  # the faces do differ on this data
+
+
 def test_weights_set_after_build_are_the_ones_the_call_uses():
     d = keras.layers.Dense(2)
     d.build((None, 3))
