@@ -175,3 +175,18 @@ def finite_amax_bits(bits, lo, hi, abs_mask, inf_bits):
         v = np.int64(bits[np.uint64(i)]) & abs_mask
         a = max(a, v if v < inf_bits else np.int64(0))
     return a
+
+
+_ABS32 = np.int32(0x7FFFFFFF)  # 0|11111111|111...1: every bit of a float32 but the sign
+_INF32 = np.int32(0x7F800000)  # 0|11111111|000...0: |x| at or above it is inf or NaN
+
+
+@njit(nogil=True, cache=True)
+def finite_amax_f32(bits, lo, hi):
+    """finite_amax_bits for float32 (``bits``: an int32 view) in int32 throughout, so the
+    vector loop holds twice the elements."""
+    a = np.int32(0)
+    for i in range(lo, hi):
+        v = np.int32(bits[np.uint64(i)] & _ABS32)
+        a = np.int32(max(a, np.int32(v if v < _INF32 else 0)))
+    return a
