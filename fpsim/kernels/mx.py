@@ -187,22 +187,14 @@ def mx_encode_f32(src, ecodes, scodes, lo, hi, n, block, rule, emax, max_elem, m
                   layout):
     """(element codes, scale codes) of src as mx_quantize_f32 rounds it, for the blocks
     lo..hi-1: the scale's E8M0 code ``e + 127``, each element's code from its rounded
-    magnitude ``ra`` (a float32 on the element grid):
-
-        normal ra (>= 2^emin): E = ra's exponent + bias, M = ra's top mant_bits mantissa bits
-        subnormal ra: E = 0, M = ra * 2^(mant_bits - emin) (an integer, exactly)
-
-    with the sign bit for negative x (-0 too); MXINT8 (``integer``): the int8 two's
-    complement of ``ra * 64`` with x's sign (+0 for -0). A NaN block gets the scale code 0xFF
-    and element codes 0. ``layout``: (element bias, element emin, element sign bit,
-    integer)."""
+    magnitude ``ra`` (``magnitude_code``) with the sign bit for negative x (-0 too); MXINT8
+    (``integer``): the int8 two's complement of ``ra * 64`` with x's sign (+0 for -0). A NaN
+    block gets the scale code 0xFF and element codes 0. ``layout``: (element bias, element
+    emin, element sign bit, integer)."""
     ebias, eemin, esign, integer = layout
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     fmax = np.float32(max_elem)
-    min_normal = np.float32(2.0**eemin)
-    to_int = np.float32(2.0 ** (mant_bits - eemin))  # a subnormal's code: ra * 2^(M - emin)
-    field = np.int32(127 - ebias) << 23  # float32's exponent bias less the element's
     r, c = first_block(lo, nb)
     for b in range(lo, hi):
         start, end, amax_bits, r, c = next_block(bits, r, c, n, block, nb)
@@ -224,9 +216,20 @@ def mx_encode_f32(src, ecodes, scodes, lo, hi, n, block, rule, emax, max_elem, m
             continue
         for i in range(start, end):
             j = np.uint64(i)
-            ra = _element(src[j], down, up, fmax, p)[1]
-            rb = np.float32(ra).view(np.int32)
-            normal = ((rb - field) >> (23 - mant_bits)) & 0xFF
-            sub = np.int32(ra * to_int)
-            mag = normal if ra >= min_normal else sub
+            mag = magnitude_code(_element(src[j], down, up, fmax, p)[1], mant_bits, ebias, eemin)
             ecodes[j] = np.uint8(mag | (esign if bits[j] < 0 else 0))
+
+
+@njit(inline="always")
+def magnitude_code(ra, mant_bits, bias, emin):
+    """The code E..E|M..M of ``ra`` (>= 0, a float32 value of an element format with
+    mant_bits, bias and emin: a normal float32), branch-free:
+
+        normal ra (>= 2^emin): E = ra's exponent + bias, M = ra's top mant_bits mantissa bits
+        (ra's bits less float32's exponent bias, plus the element's, shifted down)
+        subnormal ra: E = 0, M = ra * 2^(mant_bits - emin) (an integer, exactly)
+    """
+    a = np.float32(ra)
+    normal = ((a.view(np.int32) - (np.int32(127 - bias) << 23)) >> (23 - mant_bits)) & 0xFF
+    sub = np.int32(a * np.float32(2.0 ** (mant_bits - emin)))
+    return normal if a >= np.float32(2.0**emin) else sub

@@ -23,7 +23,8 @@ a quotient of a float32 by a 28-bit ``d`` is never within 2^-53 of an element mi
 on it), then the trick with the element format's constants. ``min`` returns max for anything
 above it, so no overflow reaches the output. The value ``element * d`` is exact in float64
 and rounds once to float32; an element's code comes from its rounded magnitude's bits
-(fpsim.kernels.mx_general's ``_code``). A scale that rounds to 0 gives ``d = 0`` and signed
+(fpsim.kernels.mx.magnitude_code; the block scale's from fpsim.kernels.mx_general's
+``_code``). A scale that rounds to 0 gives ``d = 0`` and signed
 zeros.
 
 The scale rules "ceil" and "floor" take the general kernel. Kernels assume validated input
@@ -35,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fpsim.kernels.mx import _INF_BITS, fill_nan, first_block, next_block
+from fpsim.kernels.mx import _INF_BITS, fill_nan, first_block, magnitude_code, next_block
 from fpsim.kernels.mx_general import _code
 
 _EXP64 = np.int64(0x7FF0000000000000)  # 0|11111111111|000...0: float64's exponent field
@@ -89,9 +90,10 @@ def nvfp4_quantize_f32(src, dst, lo, hi, n, block, tensor_scale, elem, scale):
 @njit(nogil=True, cache=True)
 def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, scale, layout):
     """(element codes, block scale codes) of src as nvfp4_quantize_f32 rounds it: each
-    element's code (``_code`` of its rounded value, -0 with the sign bit) and the block
-    scale's E4M3 code; a NaN block gets the scale's NaN code and element codes 0. ``layout``:
-    (element mantissa bits, bias, emin, sign bit, E4M3 mantissa bits, bias, emin, NaN code)."""
+    element's code (fpsim.kernels.mx.magnitude_code of its rounded magnitude, with the sign
+    bit for negative x, -0 too) and the block scale's E4M3 code; a NaN block gets the
+    scale's NaN code and element codes 0. ``layout``: (element mantissa bits, bias, emin,
+    sign bit, E4M3 mantissa bits, bias, emin, NaN code)."""
     e_shift, e_sub, e_max = elem
     emant, ebias, eemin, esign, smant, sbias, semin, nan_code = layout
     bits = src.view(np.int32)
@@ -112,6 +114,6 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
             continue
         for i in range(start, end):
             j = np.uint64(i)
-            v = np.float64(src[j]) / d
-            el = np.copysign(_nearest(abs(v), e_shift, e_sub, e_max), v)
-            ecodes[j] = _code(el, emant, ebias, eemin, esign)
+            ra = _nearest(abs(np.float64(src[j]) / d), e_shift, e_sub, e_max)
+            mag = magnitude_code(ra, emant, ebias, eemin)
+            ecodes[j] = np.uint8(mag | (esign if bits[j] < 0 else 0))
