@@ -192,6 +192,7 @@ def mx_encode_f32(src, ecodes, scodes, lo, hi, n, block, rule, emax, max_elem, m
     block gets the scale code 0xFF and element codes 0. ``layout``: (element bias, element
     emin, element sign bit, integer)."""
     ebias, eemin, esign, integer = layout
+    kc = code_constants(mant_bits, ebias, eemin)
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     fmax = np.float32(max_elem)
@@ -211,25 +212,33 @@ def mx_encode_f32(src, ecodes, scodes, lo, hi, n, block, rule, emax, max_elem, m
             for i in range(start, end):
                 j = np.uint64(i)
                 v = _element(src[j], down, up, fmax, p)
-                k = np.int32(np.copysign(v[1], v[0]) * np.float32(64.0))  # -0 -> 0
-                ecodes[j] = np.uint8(k & 0xFF)
+                q = np.int32(np.copysign(v[1], v[0]) * np.float32(64.0))  # -0 -> 0
+                ecodes[j] = np.uint8(q & 0xFF)
             continue
         for i in range(start, end):
             j = np.uint64(i)
-            mag = magnitude_code(_element(src[j], down, up, fmax, p)[1], mant_bits, ebias, eemin)
+            mag = magnitude_code(_element(src[j], down, up, fmax, p)[1], kc)
             ecodes[j] = np.uint8(mag | (esign if bits[j] < 0 else 0))
 
 
 @njit(inline="always")
-def magnitude_code(ra, mant_bits, bias, emin):
-    """The code E..E|M..M of ``ra`` (>= 0, a float32 value of an element format with
-    mant_bits, bias and emin: a normal float32), branch-free:
+def code_constants(mant_bits, bias, emin):
+    """magnitude_code's constants for an element format (computed once, outside the loop):
+    (float32's exponent bias less the element's, in the exponent field; mant_bits;
+    2^(mant_bits - emin); 2^emin)."""
+    return (np.int32(127 - bias) << 23, mant_bits, np.float32(2.0 ** (mant_bits - emin)),
+            np.float32(2.0**emin))
+
+
+@njit(inline="always")
+def magnitude_code(ra, k):
+    """The code E..E|M..M of ``ra`` (>= 0, a value of an element format, as a normal
+    float32; ``k``: the format's code_constants), branch-free:
 
         normal ra (>= 2^emin): E = ra's exponent + bias, M = ra's top mant_bits mantissa bits
         (ra's bits less float32's exponent bias, plus the element's, shifted down)
         subnormal ra: E = 0, M = ra * 2^(mant_bits - emin) (an integer, exactly)
     """
     a = np.float32(ra)
-    normal = ((a.view(np.int32) - (np.int32(127 - bias) << 23)) >> (23 - mant_bits)) & 0xFF
-    sub = np.int32(a * np.float32(2.0 ** (mant_bits - emin)))
-    return normal if a >= np.float32(2.0**emin) else sub
+    normal = ((a.view(np.int32) - k[0]) >> (23 - k[1])) & 0xFF
+    return normal if a >= k[3] else np.int32(a * k[2])

@@ -36,7 +36,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fpsim.kernels.mx import _INF_BITS, fill_nan, first_block, magnitude_code, next_block
+from fpsim.kernels.mx import (
+    _INF_BITS,
+    code_constants,
+    fill_nan,
+    first_block,
+    magnitude_code,
+    next_block,
+)
 from fpsim.kernels.mx_general import _code
 
 _EXP64 = np.int64(0x7FF0000000000000)  # 0|11111111111|000...0: float64's exponent field
@@ -96,6 +103,7 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
     sign bit, E4M3 mantissa bits, bias, emin, NaN code)."""
     e_shift, e_sub, e_max = elem
     emant, ebias, eemin, esign, smant, sbias, semin, nan_code = layout
+    k = code_constants(emant, ebias, eemin)
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     r, c = first_block(lo, nb)
@@ -115,5 +123,5 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
         for i in range(start, end):
             j = np.uint64(i)
             ra = _nearest(abs(np.float64(src[j]) / d), e_shift, e_sub, e_max)
-            mag = magnitude_code(ra, emant, ebias, eemin)
+            mag = magnitude_code(ra, k)
             ecodes[j] = np.uint8(mag | (esign if bits[j] < 0 else 0))
