@@ -5,15 +5,17 @@
 One row per block format: ``quantize`` with nearest-even and with stochastic elements,
 ``encode`` and ``decode`` (of encode's codes), each as a ratio to np.copyto of the same float32
 array (read n, write n into a preallocated array: the memory bandwidth ceiling of one thread),
-timed alternately with it (timing.paired_median_seconds) so that both see the same drift of a
-shared machine; a call also allocates its output. The array is 2^n float32 standard normal
-values times 100, blocked along its one axis. The kernels run on ``--threads`` threads (ours:
-1 by default, so a ratio compares one thread with one thread; FPSIM_NUM_THREADS is set before
-fpsim is imported). ``peak`` is the largest tracemalloc peak of the four calls over the input's
-bytes: it sees numpy's allocations, which hold every output and temporary (the kernels write
-into arrays numpy allocated). The issue's bar: every ratio at least 0.3 and every peak at
-most 2. Ratios, not absolute times, compare across machines; on a loaded machine they are
-noisy (the load average is printed).
+timed alternately with it (timing.interleaved_times) so that both see the same drift of a
+shared machine, the best of ``--repeat`` rounds; a call also allocates its output. The array
+is 2^n float32 standard normal values times 100, blocked along its one axis. The kernels run
+on ``--threads`` threads (ours: 1 by default, so a ratio compares one thread with one thread;
+FPSIM_NUM_THREADS is set before fpsim is imported). One thread is timed in CPU time (user and
+system: page faults count), which the other processes of a loaded machine do not stretch;
+several threads in wall time. ``peak`` is the largest tracemalloc peak of the four calls over
+the input's bytes: it sees numpy's allocations, which hold every output and temporary (the
+kernels write into arrays numpy allocated). The issue's bar: every ratio at least 0.3 and
+every peak at most 2. Ratios, not absolute times, compare across machines; on a loaded
+machine they are noisy (the load average is printed).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import tracemalloc
 from collections.abc import Callable
 
@@ -44,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["FPSIM_NUM_THREADS"] = str(args.threads)
     import numpy as np
-    from timing import paired_median_seconds
+    from timing import interleaved_times
 
     import fpsim
     from fpsim import mx
@@ -56,8 +59,12 @@ def main() -> None:
     x = (np.random.default_rng(0).standard_normal(n) * 100).astype(np.float32)
     dst = np.empty_like(x)
     fpsim.warmup()
-    print(f"n = 2^{args.log2n} float32, {args.threads} thread(s), median of {args.repeat}, "
-          f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    # one thread: CPU time (user + system, page faults included), which a loaded machine's
+    # other processes do not stretch; several: wall time
+    clock = time.process_time if args.threads == 1 else time.perf_counter
+    print(f"n = 2^{args.log2n} float32, {args.threads} thread(s), best of {args.repeat} "
+          f"({'CPU' if args.threads == 1 else 'wall'} time), load average "
+          f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")
     print("ratio = copy time / call time (bar: >= 0.3); peak = tracemalloc peak / input bytes "
           "(bar: <= 2)")
     paths = ("nearest", "stochastic", "encode", "decode")
@@ -70,14 +77,12 @@ def main() -> None:
             "encode": lambda name=name: mx.encode(x, name),
             "decode": lambda name=name, codes=codes: mx.decode(*codes, name),
         }
-        ratios = []
-        copies = []
-        for call in calls.values():
-            t, t_copy = paired_median_seconds(call, lambda: np.copyto(dst, x), args.repeat)
-            ratios.append(t_copy / t)
-            copies.append(t_copy)
+        times = interleaved_times({"copy": lambda: np.copyto(dst, x), **calls}, args.repeat,
+                                  clock)
+        best = {k: min(v) for k, v in times.items()}
+        ratios = [best["copy"] / best[k] for k in calls]
         peak = max(_peak(call) for call in calls.values()) / x.nbytes
-        print(f"{name:<12}{1e3 * float(np.median(copies)):>8.1f}"
+        print(f"{name:<12}{1e3 * best['copy']:>8.1f}"
               + "".join(f"{r:>12.2f}" for r in ratios) + f"{peak:>7.2f}")
         sys.stdout.flush()
 

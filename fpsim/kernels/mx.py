@@ -105,6 +105,12 @@ def fill_nan(dst, start, end):
 
 
 @njit(inline="always")
+def pow2_f64(k):
+    """2^k as a float64 for -1022 <= k <= 1023, from its bits (no libm call)."""
+    return np.int64((k + 1023) << 52).view(np.float64)
+
+
+@njit(inline="always")
 def shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits):
     """shared_exponent from the float32 bits of amax (finite): for a normal amax the exponent
     and the "even" carry come from its fields; a subnormal amax takes the float64 route."""

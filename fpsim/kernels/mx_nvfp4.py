@@ -67,7 +67,7 @@ def block_divisor(amax_bits, tensor_scale, e_max, scale):
     return s * tensor_scale, s
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")
 def nvfp4_quantize_f32(src, dst, lo, hi, n, block, tensor_scale, elem, scale):
     """dst = src (1-D float32 views of C rows of n elements) quantized to NVFP4 and
     dequantized, for the blocks lo..hi-1, the block scale rounded to nearest even (the
@@ -94,7 +94,7 @@ def nvfp4_quantize_f32(src, dst, lo, hi, n, block, tensor_scale, elem, scale):
             dst[j] = np.float32(np.copysign(_nearest(abs(v), e_shift, e_sub, e_max), v) * d)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")
 def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, scale, layout):
     """(element codes, block scale codes) of src as nvfp4_quantize_f32 rounds it: each
     element's code (fpsim.kernels.mx.magnitude_code of its rounded magnitude, with the sign

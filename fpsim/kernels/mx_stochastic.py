@@ -14,13 +14,18 @@ Kernels assume validated input (fpsim.mx checks and packs the arguments).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
 from fpsim.kernels.general import MODE_KERNELS, ModeBits, _round_bits
-from fpsim.kernels.mx import _INF_BITS, fill_nan, first_block, next_block, shared_exponent
+from fpsim.kernels.mx import (
+    _INF_BITS,
+    fill_nan,
+    first_block,
+    next_block,
+    pow2_f64,
+    shared_exponent_bits,
+)
 from fpsim.kernels.mx_nvfp4 import block_divisor
 from fpsim.rounding import RoundingMode
 
@@ -41,12 +46,12 @@ def _value(q, z, d, m, seed, i, c, fe):
     return np.float32((el.view(np.float64) + z) * d)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")
 def mx_stochastic_f32(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax,
                       max_elem, mant_bits, integer, scale, rb, seed, c, fe):
     """dst = src (1-D float32 views of C rows of n elements) block-quantized with stochastic
     element rounding (``rb`` random bits) and dequantized, for the blocks lo..hi-1. MX: the
-    divisor is ``2^e`` (``shared_exponent``); two-level (NVFP4): ``block_scale *
+    divisor is ``2^e`` (``shared_exponent_bits``); two-level (NVFP4): ``block_scale *
     tensor_scale``, the block scale rounded to nearest even in E4M3 (``scale``: its (SHIFT,
     C_SUB, max)). ``c``: the float64 carrier, ``fe``: the element format's constants
     (saturating)."""
@@ -54,6 +59,7 @@ def mx_stochastic_f32(src, dst, lo, hi, n, block, two_level, tensor_scale, rule,
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     z = 0.0 if integer else -0.0  # + z: MXINT8's integers have no -0
+    fmax = np.float32(max_elem)
     r, col = first_block(lo, nb)
     for _ in range(lo, hi):
         start, end, amax_bits, r, col = next_block(bits, r, col, n, block, nb)
@@ -71,10 +77,9 @@ def mx_stochastic_f32(src, dst, lo, hi, n, block, two_level, tensor_scale, rule,
                 j = np.uint64(i)
                 dst[j] = _value(np.float64(src[j]) / d, z, d, m, seed, i, c, fe)
         else:
-            amax = np.float64(np.int32(amax_bits).view(np.float32))
-            e = shared_exponent(amax, rule, emax, max_elem, mant_bits)
-            d = math.ldexp(1.0, e)
-            down = math.ldexp(1.0, -e)  # x * 2^-e is x / 2^e: both exact in float64
+            e = shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits)
+            d = pow2_f64(e)
+            down = pow2_f64(-e)  # x * 2^-e is x / 2^e: both exact in float64
             for i in range(start, end):
                 j = np.uint64(i)
                 dst[j] = _value(np.float64(src[j]) * down, z, d, m, seed, i, c, fe)
