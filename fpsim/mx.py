@@ -59,16 +59,19 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   codes are uint8 (E8M0 codes are the biased exponent ``e + 127``). ``decode`` takes uint8
   codes only (a code 300, 127.5 or -1 is refused, never wrapped), an NVFP4 block scale code
   without its sign bit and a positive finite tensor scale.
-- Kernels and memory: the float32 nearest-even MX path runs in fpsim.kernels.mx (an
-  addition trick), float32 nearest-even NVFP4 with its default scale rule in
-  fpsim.kernels.mx_nvfp4 (the same trick in float64, one fused pass), float32 stochastic
-  rounding with the full draw (MX, and NVFP4 with its default scale rule) in
-  fpsim.kernels.mx_stochastic; every other path (float64 input, the other modes, ``rng_bits``,
-  ``encode``, a monitored call) runs in fpsim.kernels.mx_general, the same decisions through
-  the general rounding kernel (the fused kernels are tested bit for bit against it). NVFP4's
-  tensor amax is one kernel pass over the bits (``finite_amax_bits``). The kernels write only
-  their outputs; a copy made to put ``axis`` last takes the result in place, so every path
-  peaks within 2x the input. ``explain`` keeps the numpy reference path (float64).
+- Kernels and memory: every path runs in a numba kernel that writes only its outputs. The
+  float32 nearest-even MX path runs in fpsim.kernels.mx (an addition trick; ``encode`` writes
+  codes from the same rounding), float32 nearest-even NVFP4 with its default scale rule in
+  fpsim.kernels.mx_nvfp4 (the same trick in float64; values or codes), float32 stochastic
+  rounding (MX, and NVFP4 with its default scale rule; the full draw or ``rng_bits``) in
+  fpsim.kernels.mx_stochastic; these fused kernels share one block walk
+  (fpsim.kernels.mx.next_block). Every other path (float64 input, the other modes and scale
+  rules, a monitored call) runs in fpsim.kernels.mx_general, the same decisions through the
+  general rounding kernel (the fused kernels are tested bit for bit against it). ``decode``
+  looks both factors up in 256-entry tables (fpsim.kernels.mx_decode). NVFP4's tensor amax
+  is one kernel pass over the bits. A copy made to put ``axis`` last takes the result in
+  place, so every path peaks within 2x the input. ``explain`` keeps the numpy reference path
+  (float64).
 
 Monitor: with ``fpsim.monitor()`` active, each call records under its site (default
 ``"mx"``) in ``Monitor.blocks``: blocks, elements, elements saturated (scaled magnitude above
