@@ -24,8 +24,7 @@ on it), then the trick with the element format's constants. ``min`` returns max 
 above it, so no overflow reaches the output. The value ``element * d`` is exact in float64
 and rounds once to float32; an element's code comes from its rounded magnitude's bits
 (fpsim.kernels.mx.magnitude_code; the block scale's from fpsim.kernels.mx_general's
-``_code``). A scale that rounds to 0 gives ``d = 0`` and signed
-zeros.
+``code_of``). A scale that rounds to 0 gives ``d = 0`` and signed zeros.
 
 The scale rules "ceil" and "floor" take the general kernel. Kernels assume validated input
 (fpsim.mx checks and packs the arguments).
@@ -44,7 +43,7 @@ from fpsim.kernels.mx import (
     magnitude_code,
     next_block,
 )
-from fpsim.kernels.mx_general import _code
+from fpsim.kernels.mx_general import code_of
 
 _EXP64 = np.int64(0x7FF0000000000000)  # 0|11111111111|000...0: float64's exponent field
 
@@ -115,7 +114,7 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
             scodes[b] = nan_code
             continue
         d, s = block_divisor(amax_bits, tensor_scale, e_max, scale)
-        scodes[b] = _code(s, smant, sbias, semin, 0)
+        scodes[b] = code_of(s, smant, sbias, semin, 0)
         if d == 0.0:  # the scale rounded to 0: signed zeros
             for i in range(start, end):
                 ecodes[np.uint64(i)] = esign if bits[np.uint64(i)] < 0 else 0

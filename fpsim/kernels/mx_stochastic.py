@@ -7,8 +7,8 @@ The same decisions as fpsim.kernels.mx_general (fpsim.mx's reference list) for
 flat array draws splitmix64 of its index, as every fpsim kernel), so the two agree bit for bit.
 What makes it fast: the block walk and amax from the float32 bits (fpsim.kernels.mx), an MX
 block's quotient ``x / 2^e`` as the product ``x * 2^-e`` (both exact in float64, so the same
-number), and the rounding's mode switches compile-time constants (every switch of
-``_STOCHASTIC`` but its random bits, so LLVM folds every branch of the other modes).
+number), and the rounding's mode switches compile-time constants (every switch of the
+stochastic mode but its random bits, so LLVM folds every branch of the other modes).
 Kernels assume validated input (fpsim.mx checks and packs the arguments).
 """
 
