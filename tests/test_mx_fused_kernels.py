@@ -135,12 +135,23 @@ def test_fused_encode_codes_every_element_value(name):
 
 
 @pytest.mark.parametrize("name", sorted(mx.BLOCK_FORMATS))
-@pytest.mark.parametrize("rng_bits", [1, 3, 8, 24])
+@pytest.mark.parametrize(("rng_bits", "axis"), [(1, -1), (3, 0), (8, -1), (24, 0)])
 def test_fused_stochastic_kernel_with_rng_bits_draws_what_the_general_kernel_draws(name,
-                                                                                   rng_bits):
+                                                                                   rng_bits,
+                                                                                   axis):
     x = hard((7, 83), 2)
-    kw = dict(mode="stochastic", rng=11, rng_bits=rng_bits)
+    kw = dict(mode="stochastic", rng=11, rng_bits=rng_bits, axis=axis)
     same_bits(mx.quantize(x, name, **kw), general(x, name, **kw))
+
+
+@pytest.mark.parametrize("name", sorted(mx.BLOCK_FORMATS))
+@pytest.mark.parametrize("n", [1, 15, 17, 33, 1000])
+def test_fused_kernels_agree_with_the_general_kernel_on_odd_lengths(name, n):
+    x = hard((5, 83), 3).reshape(-1)[:n].copy()
+    same_bits(mx.quantize(x, name), general(x, name))
+    kw = dict(mode="stochastic", rng=4)
+    same_bits(mx.quantize(x, name, **kw), general(x, name, **kw))
+    np.testing.assert_array_equal(mx.encode(x, name)[1], general_codes(x[None], name)[2][0])
 
 
 def numpy_decode(scales: np.ndarray, codes: np.ndarray, name: str, ts: float = 1.0
