@@ -1,47 +1,90 @@
-"""Throughput of every fpsim.mx quantize path beside a single-thread copy, in one run.
+"""Throughput and peak memory of every fpsim.mx path beside a single-thread copy, in one run.
 
-    python benchmarks/bench_mx.py [--log2n 24] [--repeat 5] [--format NAME ...] [--mode M ...]
+    python benchmarks/bench_mx.py --log2n 24 --repeat 5 [--threads 1] [--format NAME ...]
 
-One row per block format and element rounding mode (and one per format for ``encode``). The
-array is 2^n float32 standard normal values times 100, blocked along its one axis. The ratio
-divides np.copyto's time (read n, write n into a preallocated array: the memory bandwidth
-ceiling of one thread) by the call's (which also allocates its output). The issue's bar is a
-ratio of at least 0.3 for every row. Ratios, not absolute times, compare across machines.
+One row per block format: ``quantize`` with nearest-even and with stochastic elements,
+``encode`` and ``decode`` (of encode's codes), each as a ratio to np.copyto of the same float32
+array (read n, write n into a preallocated array: the memory bandwidth ceiling of one thread),
+timed alternately with it (timing.interleaved_times) so that both see the same drift of a
+shared machine, the best of ``--repeat`` rounds; a call also allocates its output. The array
+is 2^n float32 standard normal values times 100, blocked along its one axis. The kernels run
+on ``--threads`` threads (ours: 1 by default, so a ratio compares one thread with one thread;
+FPSIM_NUM_THREADS is set before fpsim is imported). One thread is timed in CPU time (user and
+system: page faults count), which the other processes of a loaded machine do not stretch;
+several threads in wall time. ``peak`` is the largest tracemalloc peak of the four calls over
+the input's bytes: it sees numpy's allocations, which hold every output and temporary (the
+kernels write into arrays numpy allocated). The issue's bar: every ratio at least 0.3 and
+every peak at most 2. Ratios, not absolute times, compare across machines; on a loaded
+machine they are noisy (the load average is printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
 
-import numpy as np
-from timing import paired_median_seconds
 
-import fpsim
-from fpsim import mx
+def _peak(call: Callable[[], object]) -> int:
+    """tracemalloc's peak over one call (bytes)."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--log2n", type=int, default=24)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--format", nargs="+", default=sorted(mx.BLOCK_FORMATS),
-                        choices=sorted(mx.BLOCK_FORMATS))
-    parser.add_argument("--mode", nargs="+", default=["nearest_even", "stochastic"])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--format", nargs="+", default=None)
     args = parser.parse_args()
+    os.environ["FPSIM_NUM_THREADS"] = str(args.threads)
+    import numpy as np
+    from timing import interleaved_times
+
+    import fpsim
+    from fpsim import mx
+
+    names = args.format or sorted(mx.BLOCK_FORMATS)
+    for name in names:
+        mx.get_block_format(name)  # an unknown name lists the known ones
     n = 2**args.log2n
     x = (np.random.default_rng(0).standard_normal(n) * 100).astype(np.float32)
     dst = np.empty_like(x)
     fpsim.warmup()
-    print(f"n = 2^{args.log2n} float32, median of {args.repeat}; ratio = copy time / call time "
-          f"(bar: >= 0.3)")
-    print(f"{'format':<12}{'call':<22}{'G elements/s':>14}{'ratio':>8}")
-    for name in args.format:
-        calls = {f"quantize {m}": (lambda m=m, name=name: mx.quantize(x, name, mode=m, rng=0))
-                 for m in args.mode}
-        calls["encode"] = lambda name=name: mx.encode(x, name)
-        for what, call in calls.items():
-            t, t_copy = paired_median_seconds(call, lambda: np.copyto(dst, x), args.repeat)
-            print(f"{name:<12}{what:<22}{n / t / 1e9:>14.3f}{t_copy / t:>8.2f}")
+    # one thread: CPU time (user + system, page faults included), which a loaded machine's
+    # other processes do not stretch; several: wall time
+    clock = time.process_time if args.threads == 1 else time.perf_counter
+    print(f"n = 2^{args.log2n} float32, {args.threads} thread(s), best of {args.repeat} "
+          f"({'CPU' if args.threads == 1 else 'wall'} time), load average "
+          f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    print("ratio = copy time / call time (bar: >= 0.3); peak = tracemalloc peak / input bytes "
+          "(bar: <= 2)")
+    paths = ("nearest", "stochastic", "encode", "decode")
+    print(f"{'format':<12}{'copy ms':>8}" + "".join(f"{p:>12}" for p in paths) + f"{'peak':>7}")
+    for name in names:
+        codes = mx.encode(x, name)
+        calls: dict[str, Callable[[], object]] = {
+            "nearest": lambda name=name: mx.quantize(x, name),
+            "stochastic": lambda name=name: mx.quantize(x, name, mode="stochastic", rng=0),
+            "encode": lambda name=name: mx.encode(x, name),
+            "decode": lambda name=name, codes=codes: mx.decode(*codes, name),
+        }
+        times = interleaved_times({"copy": lambda: np.copyto(dst, x), **calls}, args.repeat,
+                                  clock)
+        best = {k: min(v) for k, v in times.items()}
+        ratios = [best["copy"] / best[k] for k in calls]
+        peak = max(_peak(call) for call in calls.values()) / x.nbytes
+        print(f"{name:<12}{1e3 * best['copy']:>8.1f}"
+              + "".join(f"{r:>12.2f}" for r in ratios) + f"{peak:>7.2f}")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -59,16 +59,19 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   codes are uint8 (E8M0 codes are the biased exponent ``e + 127``). ``decode`` takes uint8
   codes only (a code 300, 127.5 or -1 is refused, never wrapped), an NVFP4 block scale code
   without its sign bit and a positive finite tensor scale.
-- Kernels and memory: the float32 nearest-even MX path runs in fpsim.kernels.mx (an
-  addition trick), float32 nearest-even NVFP4 with its default scale rule in
-  fpsim.kernels.mx_nvfp4 (the same trick in float64, one fused pass), float32 stochastic
-  rounding with the full draw (MX, and NVFP4 with its default scale rule) in
-  fpsim.kernels.mx_stochastic; every other path (float64 input, the other modes, ``rng_bits``,
-  ``encode``, a monitored call) runs in fpsim.kernels.mx_general, the same decisions through
-  the general rounding kernel (the fused kernels are tested bit for bit against it). NVFP4's
-  tensor amax is one kernel pass over the bits (``finite_amax_bits``). The kernels write only
-  their outputs; a copy made to put ``axis`` last takes the result in place, so every path
-  peaks within 2x the input. ``explain`` keeps the numpy reference path (float64).
+- Kernels and memory: every path runs in a numba kernel that writes only its outputs. The
+  float32 nearest-even MX path runs in fpsim.kernels.mx (an addition trick; ``encode`` writes
+  codes from the same rounding), float32 nearest-even NVFP4 with its default scale rule in
+  fpsim.kernels.mx_nvfp4 (the same trick in float64; values or codes), float32 stochastic
+  rounding (MX, and NVFP4 with its default scale rule; the full draw or ``rng_bits``) in
+  fpsim.kernels.mx_stochastic; these fused kernels share one block walk
+  (fpsim.kernels.mx.next_block). Every other path (float64 input, the other modes and scale
+  rules, a monitored call) runs in fpsim.kernels.mx_general, the same decisions through the
+  general rounding kernel (the fused kernels are tested bit for bit against it). ``decode``
+  looks both factors up in 256-entry tables (fpsim.kernels.mx_decode). NVFP4's tensor amax
+  is one kernel pass over the bits. A copy made to put ``axis`` last takes the result in
+  place, so every path peaks within 2x the input. ``explain`` keeps the numpy reference path
+  (float64).
 
 Monitor: with ``fpsim.monitor()`` active, each call records under its site (default
 ``"mx"``) in ``Monitor.blocks``: blocks, elements, elements saturated (scaled magnitude above
@@ -78,6 +81,7 @@ the maximum (the scaled amax exceeds the element max: possible with "floor" and 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -90,9 +94,11 @@ from fpsim.blockwise import blockwise_scales as blockwise_scales  # re-exported:
 from fpsim.blockwise import quantize_blockwise as quantize_blockwise  # Float8BlockScaling
 from fpsim.catalog import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2, E8M0FNU
 from fpsim.formats import Format
-from fpsim.kernels.mx import SCALE_RULES, mx_quantize_f32
-from fpsim.kernels.mx_general import finite_amax_bits, mx_blocks
-from fpsim.kernels.mx_nvfp4 import nvfp4_quantize_f32
+from fpsim.kernels.general import RANDOM_BITS
+from fpsim.kernels.mx import SCALE_RULES, mx_encode_f32, mx_quantize_f32
+from fpsim.kernels.mx_decode import mx_decode
+from fpsim.kernels.mx_general import finite_amax_bits, finite_amax_f32, mx_blocks
+from fpsim.kernels.mx_nvfp4 import nvfp4_encode_f32, nvfp4_quantize_f32
 from fpsim.kernels.mx_stochastic import mx_stochastic_f32
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
@@ -225,10 +231,15 @@ def _tensor_amax(rows: np.ndarray) -> float:
     over their bits, no temporaries."""
     if not rows.size:
         return 0.0
-    c = _kernels.carrier_constants(rows.dtype)
-    ints = np.int32 if rows.dtype == np.float32 else np.int64
-    top = max(_kernels.run(finite_amax_bits, rows.size, (rows.reshape(-1).view(ints),),
-                           (c.ABS_MASK, c.INF_BITS)))
+    if rows.dtype == np.float32:
+        ints = np.int32
+        parts = _kernels.run(finite_amax_f32, rows.size, (rows.reshape(-1).view(ints),), ())
+    else:
+        ints = np.int64
+        c = _kernels.carrier_constants(rows.dtype)
+        parts = _kernels.run(finite_amax_bits, rows.size, (rows.reshape(-1).view(ints),),
+                             (c.ABS_MASK, c.INF_BITS))
+    top = max(parts)
     return float(np.array(top, ints).view(rows.dtype))
 
 
@@ -281,9 +292,10 @@ def _run_nvfp4_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat) -> None:
 
 
 def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule: str,
-                        rng: object) -> None:
-    """float32 rows with stochastic elements (the full draw), dequantized into ``out``
-    (fpsim.kernels.mx_stochastic: _run_blocks's decisions and random stream, one fused pass)."""
+                        rng: object, rng_bits: int | None) -> None:
+    """float32 rows with stochastic elements (``rng_bits`` random bits, None: the full draw),
+    dequantized into ``out`` (fpsim.kernels.mx_stochastic: _run_blocks's decisions and random
+    stream, one fused pass)."""
     r, n = rows.shape
     f64 = np.dtype(np.float64)
     elem = bf.element
@@ -291,9 +303,18 @@ def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule
     _kernels.run(
         mx_stochastic_f32, r * -(-n // bf.block), (rows.reshape(-1), out.reshape(-1)),
         (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
-         elem.mantissa_bits, bf.integer, _nearest_constants(E4M3FN), _seed(rng),
+         elem.mantissa_bits, bf.integer, _nearest_constants(E4M3FN),
+         RANDOM_BITS if rng_bits is None else rng_bits, _seed(rng),
          _kernels.carrier_constants(f64), format_constants(elem, f64, True, "saturate")),
         work=rows.size)
+
+
+def _fused_nvfp4(arr: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,
+                 counting: bool) -> bool:
+    """Whether fpsim.kernels.mx_nvfp4 takes the call: float32 input, two-level scaling with
+    its default rule, nearest-even elements, no monitor."""
+    return (bf.two_level and not counting and arr.dtype == np.float32 and rule == "even"
+            and mode is RoundingMode.NEAREST_EVEN)
 
 
 def _prepare(x: object, fmt: BlockFormat | str, axis: int
@@ -341,13 +362,12 @@ def quantize(
     nblocks = r * -(-n // bf.block)
     if not rows.size:
         counts = np.zeros(4, np.int64)
-    elif (bf.two_level and not counting and arr.dtype == np.float32 and rule == "even"
-          and mode is RoundingMode.NEAREST_EVEN):
+    elif _fused_nvfp4(arr, bf, rule, mode, counting):
         _run_nvfp4_f32(rows, out, bf)
         counts = np.zeros(4, np.int64)
-    elif (mode is RoundingMode.STOCHASTIC and rng_bits is None and not counting
-          and arr.dtype == np.float32 and (rule == "even" or not bf.two_level)):
-        _run_stochastic_f32(rows, out, bf, rule, rng)
+    elif (mode is RoundingMode.STOCHASTIC and not counting and arr.dtype == np.float32
+          and (rule == "even" or not bf.two_level)):
+        _run_stochastic_f32(rows, out, bf, rule, rng, rng_bits)
         counts = np.zeros(4, np.int64)
     elif p is not None:
         elem = bf.element
@@ -394,10 +414,31 @@ def encode(
     rows = _rows(arr, ax)
     r, n = rows.shape
     mode = get_mode(mode)
+    rng_bits = check_rng_bits(rng_bits, mode)
     codes = np.empty(rows.shape, np.uint8)
     scodes = np.empty((r, -(-n // bf.block)), np.uint8)
-    _, ts = _run_blocks(rows, None, codes, scodes, bf, rule, mode, rng,
-                        check_rng_bits(rng_bits, mode), False)
+    ts = 1.0
+    p = None
+    elem = bf.element
+    if arr.dtype == np.float32 and mode is RoundingMode.NEAREST_EVEN and not bf.two_level:
+        p = nearest_even_f32_constants(elem, True, "saturate", finite_input=True)
+    if _fused_nvfp4(arr, bf, rule, mode, False) and rows.size:
+        ts = tensor_scale_of(_tensor_amax(rows), bf)
+        _kernels.run(
+            nvfp4_encode_f32, scodes.size, (rows.reshape(-1), codes.reshape(-1),
+                                            scodes.reshape(-1)),
+            (n, bf.block, ts, _nearest_constants(elem), _nearest_constants(E4M3FN),
+             (elem.mantissa_bits, elem.bias, elem.emin, 1 << (elem.bits - 1),
+              E4M3FN.mantissa_bits, E4M3FN.bias, E4M3FN.emin, E4M3FN.max_code + 1)),
+            work=rows.size)
+    elif p is not None and rows.size:
+        _kernels.run(
+            mx_encode_f32, scodes.size, (rows.reshape(-1), codes.reshape(-1),
+                                         scodes.reshape(-1)),
+            (n, bf.block, SCALE_RULES.index(rule), elem.emax, elem.max, elem.mantissa_bits, p,
+             (elem.bias, elem.emin, 1 << (elem.bits - 1), bf.integer)), work=rows.size)
+    else:
+        _, ts = _run_blocks(rows, None, codes, scodes, bf, rule, mode, rng, rng_bits, False)
     scale_shape = arr.shape[:ax] + (scodes.shape[-1],) + arr.shape[ax + 1:] if arr.ndim else ()
     scale_codes = _unrows(scodes, scale_shape, ax)
     element_codes = _unrows(codes, arr.shape, ax)
@@ -468,15 +509,36 @@ def decode(
     if srows.shape != (rows.shape[0], nb):
         raise ValueError(f"scales must have the codes' shape {codes.shape} with axis {ax} "
                          f"shrunk to {nb} blocks; got shape {s.shape}")
+    if not bf.integer and rows.size and int(rows.max()) >> bf.element.bits:
+        from_bits(rows.max(), bf.element)  # from_bits's error for a code beyond the format
+    values = np.empty(rows.shape, np.float32)
+    if rows.size:
+        srows = np.ascontiguousarray(srows, np.uint8)
+        _kernels.run(mx_decode, srows.size, (rows.reshape(-1), srows.reshape(-1),
+                                             values.reshape(-1)),
+                     (rows.shape[1], bf.block, _element_table(bf),
+                      _scale_table(bf.scale) * tensor_scale), work=rows.size)
+    return _unrows(values, codes.shape, ax)
+
+
+@functools.cache
+def _element_table(bf: BlockFormat) -> np.ndarray:
+    """The float64 value of every uint8 element code of bf (MXINT8: int8 / 64; codes beyond
+    the format's bits, which decode refuses, NaN)."""
+    codes = np.arange(256, dtype=np.uint8)
     if bf.integer:
-        elements = rows.view(np.int8).astype(np.float64) / 64
+        table = codes.view(np.int8).astype(np.float64) / 64
     else:
-        elements = np.asarray(from_bits(rows, bf.element), np.float64)
-    scale = np.asarray(from_bits(srows.astype(np.uint8), bf.scale), np.float64) * tensor_scale
-    per_element = np.repeat(scale, bf.block, axis=1)[:, :rows.shape[1]]
-    with np.errstate(invalid="ignore"):
-        values = elements * per_element
-    return _unrows(values.astype(np.float32), codes.shape, ax)
+        table = np.full(256, np.nan)
+        table[:1 << bf.element.bits] = from_bits(codes[:1 << bf.element.bits], bf.element)
+    table.flags.writeable = False  # (shared by every call)
+    return table
+
+
+@functools.cache
+def _scale_table(scale: Format) -> np.ndarray:
+    """The float64 value of every uint8 scale code (E8M0FNU, or E4M3FN's)."""
+    return np.asarray(from_bits(np.arange(256, dtype=np.uint8), scale), np.float64)
 
 
 # explain runs the numpy reference path, which builds on this module

@@ -1,8 +1,10 @@
-"""The fused float32 kernels (fpsim.kernels.mx_nvfp4: NVFP4 nearest even;
-fpsim.kernels.mx_stochastic: every format, stochastic) against the general kernel
+"""The fused float32 kernels (fpsim.kernels.mx_nvfp4: NVFP4 nearest even, values and codes;
+fpsim.kernels.mx: MX nearest-even codes; fpsim.kernels.mx_stochastic: every format,
+stochastic, with the full draw or rng_bits) against the general kernel
 (fpsim.kernels.mx_general, which a monitored call takes), bit for bit, on the cases where a
 shortcut could go wrong: scales that round to 0 or to E4M3 subnormals, blocks of NaN and inf,
-partial blocks, signed zeros, values from 2^-140 to 2^120."""
+partial blocks, signed zeros, values from 2^-140 to 2^120; and the decode kernel
+(fpsim.kernels.mx_decode) against numpy's ``element * scale`` over every code."""
 
 from __future__ import annotations
 
@@ -64,3 +66,121 @@ def test_fused_stochastic_kernel_draws_what_the_general_kernel_draws(name, rule)
     x[4, 40] = -np.inf
     kw = dict(mode="stochastic", rng=5, scale_rounding=rule)
     same_bits(mx.quantize(x, name, **kw), general(x, name, **kw))
+
+
+def hard(shape: tuple[int, int], seed: int) -> np.ndarray:
+    """float32 values from 2^-140 to 2^120 with the cases a shortcut could miss: an all-zero
+    block (with a -0), a block far below the tensor's amax, NaN, -inf, huge values."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-140, 120, shape)).astype(np.float32)
+    x[0, :32] = 0.0
+    x[0, 3] = -0.0
+    x[1, :32] *= np.float32(2.0**-100)
+    x[2, 32:48] = np.float32(3e38) * np.sign(rng.standard_normal(16))
+    x[3, 5] = np.nan
+    x[4, 40] = -np.inf
+    return x
+
+
+def general_codes(x: np.ndarray, name: str, axis: int = -1, **kw: object):
+    """encode through the general kernel (mx._run_blocks), as encode did before its fused
+    kernels: (scale codes, tensor scale, element codes)."""
+    bf = mx.get_block_format(name)
+    rows = mx._rows(x, axis % x.ndim)
+    codes = np.empty(rows.shape, np.uint8)
+    scodes = np.empty((rows.shape[0], -(-rows.shape[1] // bf.block)), np.uint8)
+    _, ts = mx._run_blocks(rows, None, codes, scodes, bf, mx.scale_rule(None, bf),
+                           fpsim.rounding.get_mode(kw.get("mode", "nearest_even")), None, None,
+                           False)
+    return scodes, ts, codes
+
+
+@pytest.mark.parametrize("name", sorted(mx.BLOCK_FORMATS))
+@pytest.mark.parametrize("axis", [0, -1])
+@pytest.mark.parametrize("seed", range(2))
+def test_fused_encode_writes_the_general_kernels_codes(name, axis, seed):
+    x = hard((9, 83), seed)  # 83 and 9: partial blocks of 16 and 32 along either axis
+    scales, codes = mx.encode(x, name, axis=axis)
+    want_scales, want_ts, want_codes = general_codes(x, name, axis)
+    if mx.get_block_format(name).two_level:
+        scales, ts = scales
+        assert ts == np.float32(want_ts)
+    np.testing.assert_array_equal(mx._rows(codes, axis % 2), want_codes)
+    np.testing.assert_array_equal(mx._rows(scales, axis % 2), want_scales)
+
+
+@pytest.mark.parametrize("name", sorted(mx.BLOCK_FORMATS))
+def test_fused_encode_codes_every_element_value(name):
+    # every finite element value of both signs, each in a block whose other element is the
+    # element max (scale 1; NVFP4: tensor scale 1 and block scale 1), so each is its own
+    # element: its code is what bits.to_bits (which knows nothing of blocks) gives it
+    bf = mx.get_block_format(name)
+    if bf.integer:
+        values = np.arange(-127, 128) / 64
+        want = (np.arange(-127, 128) & 0xFF).astype(np.uint8)
+    else:
+        mags = np.asarray(fpsim.bits.from_bits(np.arange(1 << (bf.element.bits - 1)),
+                                               bf.element), np.float64)
+        values = np.concatenate([mags[np.isfinite(mags)], -mags[np.isfinite(mags)]])
+        want = np.asarray(fpsim.bits.to_bits(values, bf.element), np.uint8)
+    x = np.zeros((values.size, 2), np.float32)
+    x[:, 0] = values
+    x[:, 1] = bf.element.max
+    if bf.two_level:
+        x[0, 1] = bf.element.max * 448  # the tensor's amax: tensor scale 1 ...
+        x[1:, 1] = bf.element.max  # ... and block scale 1 elsewhere
+    codes = mx.encode(x, name)[1]
+    np.testing.assert_array_equal(codes[1:, 0], want[1:])
+    np.testing.assert_array_equal(codes, general_codes(x, name)[2])
+
+
+@pytest.mark.parametrize("name", sorted(mx.BLOCK_FORMATS))
+@pytest.mark.parametrize(("rng_bits", "axis"), [(1, -1), (3, 0), (8, -1), (24, 0)])
+def test_fused_stochastic_kernel_with_rng_bits_draws_what_the_general_kernel_draws(name,
+                                                                                   rng_bits,
+                                                                                   axis):
+    x = hard((7, 83), 2)
+    kw = dict(mode="stochastic", rng=11, rng_bits=rng_bits, axis=axis)
+    same_bits(mx.quantize(x, name, **kw), general(x, name, **kw))
+
+
+@pytest.mark.parametrize("name", sorted(mx.BLOCK_FORMATS))
+@pytest.mark.parametrize("n", [1, 15, 17, 33, 1000])
+def test_fused_kernels_agree_with_the_general_kernel_on_odd_lengths(name, n):
+    x = hard((5, 83), 3).reshape(-1)[:n].copy()
+    same_bits(mx.quantize(x, name), general(x, name))
+    kw = dict(mode="stochastic", rng=4)
+    same_bits(mx.quantize(x, name, **kw), general(x, name, **kw))
+    np.testing.assert_array_equal(mx.encode(x, name)[1], general_codes(x[None], name)[2][0])
+
+
+def numpy_decode(scales: np.ndarray, codes: np.ndarray, name: str, ts: float = 1.0
+                 ) -> np.ndarray:
+    """decode as numpy computes it (1-D): each element's float64 value times its block's
+    scale, rounded once to float32."""
+    bf = mx.get_block_format(name)
+    if bf.integer:
+        elements = codes.view(np.int8).astype(np.float64) / 64
+    else:
+        elements = np.asarray(fpsim.bits.from_bits(codes, bf.element), np.float64)
+    scale = np.asarray(fpsim.bits.from_bits(scales, bf.scale), np.float64) * ts
+    with np.errstate(invalid="ignore", over="ignore"):  # (E5M2's inf times 0; beyond fp32)
+        return (elements * np.repeat(scale, bf.block)[:codes.size]).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(mx.BLOCK_FORMATS))
+def test_decode_kernel_is_element_times_scale_over_every_code(name):
+    bf = mx.get_block_format(name)
+    top = 256 if bf.integer else 1 << bf.element.bits
+    codes = np.tile(np.arange(top, dtype=np.uint8), 40)[:top * 40 - 3]  # a partial block
+    nb = -(-codes.size // bf.block)
+    scale_codes = (np.arange(nb) * 7 % (128 if bf.two_level else 256)).astype(np.uint8)
+    scale_codes[:2] = 0x7F if bf.two_level else 0xFF  # NaN scales: NaN blocks
+    ts = np.float32(0.37) if bf.two_level else 1.0
+    scales = (scale_codes, ts) if bf.two_level else scale_codes
+    same_bits(mx.decode(scales, codes, name), numpy_decode(scale_codes, codes, name, ts))
+
+
+def test_decode_refuses_a_code_beyond_the_element_format():
+    with pytest.raises(ValueError):
+        mx.decode(np.zeros(1, np.uint8), np.uint8([3, 16]), "mxfp4_e2m1")

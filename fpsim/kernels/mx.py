@@ -61,6 +61,56 @@ def pow2_f32(k):
 
 
 @njit(inline="always")
+def first_block(lo, nb):
+    """(row, column) of block ``lo`` in rows of ``nb`` blocks: the walk's start (next_block
+    steps on from there, with no division inside the loop)."""
+    r = lo // nb
+    return r, lo - r * nb
+
+
+@njit(inline="always")
+def block_span(r, c, n, block, nb):
+    """Block ``c`` of row ``r`` (rows of n elements, nb blocks each) is the flat elements
+    ``[start, end)`` (the last block of a row may be shorter): (start, end, the next block's
+    row and column)."""
+    start = r * n + c * block
+    end = min(r * n + n, start + block)
+    c += 1
+    if c == nb:
+        r += 1
+        c = 0
+    return start, end, r, c
+
+
+@njit(inline="always")
+def next_block(bits, r, c, n, block, nb):
+    """The block walk every fused kernel shares, over C rows of n elements (``bits``: their
+    1-D int32 view, float32 bits): block ``c`` of row ``r`` is elements ``[start, end)`` (the
+    last block of a row may be shorter). Returns (start, end, the block's largest ``|x|`` as
+    bits, the next block's row and column). ``|x|``'s bits are monotone in ``|x|`` and NaN
+    sorts above inf, so ``amax_bits >= _INF_BITS`` marks a block holding NaN or inf; the
+    integer max vectorizes."""
+    start, end, r, c = block_span(r, c, n, block, nb)
+    amax_bits = np.int32(0)
+    for i in range(start, end):
+        amax_bits = max(amax_bits, bits[np.uint64(i)] & _ABS)
+    return start, end, amax_bits, r, c
+
+
+@njit(inline="always")
+def fill_nan(dst, start, end):
+    """A block holding NaN or inf: every value NaN (its scale is the NaN scale)."""
+    for i in range(start, end):
+        dst[np.uint64(i)] = np.nan
+
+
+@njit(inline="always")
+def pow2_f64(k):
+    """2^k as a float64 for -1022 <= k <= 1023, from its bits (no libm call)."""
+    return np.int64((k + 1023) << 52).view(np.float64)
+
+
+@njit(inline="always")
 def shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits):
     """shared_exponent from the float32 bits of amax (finite): for a normal amax the exponent
     and the "even" carry come from its fields; a subnormal amax takes the float64 route."""
@@ -108,21 +158,11 @@ def mx_quantize_f32(src, dst, lo, hi, n, block, rule, emax, max_elem, mant_bits,
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     fmax = np.float32(max_elem)
-    r = lo // nb
-    c = lo - r * nb  # block c of row r: no division inside the loop
+    r, c = first_block(lo, nb)
     for _ in range(lo, hi):
-        start = r * n + c * block
-        end = min(r * n + n, start + block)
-        c += 1
-        if c == nb:
-            r += 1
-            c = 0
-        amax_bits = np.int32(0)  # |x| as integers: monotone, and NaN sorts above inf
-        for i in range(start, end):
-            amax_bits = max(amax_bits, bits[np.uint64(i)] & _ABS)
+        start, end, amax_bits, r, c = next_block(bits, r, c, n, block, nb)
         if amax_bits >= _INF_BITS:
-            for i in range(start, end):
-                dst[np.uint64(i)] = np.float32(np.nan)
+            fill_nan(dst, start, end)
             counts[0] += 1
             continue
         e = shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits)
@@ -146,3 +186,65 @@ def mx_quantize_f32(src, dst, lo, hi, n, block, rule, emax, max_elem, mant_bits,
         counts[2] += flushed
         counts[3] += np.int64(np.int32(amax_bits).view(np.float32) * down > fmax)
     return counts
+
+
+@njit(nogil=True, cache=True)
+def mx_encode_f32(src, ecodes, scodes, lo, hi, n, block, rule, emax, max_elem, mant_bits, p,
+                  layout):
+    """(element codes, scale codes) of src as mx_quantize_f32 rounds it, for the blocks
+    lo..hi-1: the scale's E8M0 code ``e + 127``, each element's code from its rounded
+    magnitude ``ra`` (``magnitude_code``) with the sign bit for negative x (-0 too); MXINT8
+    (``integer``): the int8 two's complement of ``ra * 64`` with x's sign (+0 for -0). A NaN
+    block gets the scale code 0xFF and element codes 0. ``layout``: (element bias, element
+    emin, element sign bit, integer)."""
+    ebias, eemin, esign, integer = layout
+    kc = code_constants(mant_bits, ebias, eemin)
+    bits = src.view(np.int32)
+    nb = (n + block - 1) // block
+    fmax = np.float32(max_elem)
+    r, c = first_block(lo, nb)
+    for b in range(lo, hi):
+        start, end, amax_bits, r, c = next_block(bits, r, c, n, block, nb)
+        if amax_bits >= _INF_BITS:
+            for i in range(start, end):
+                ecodes[np.uint64(i)] = 0
+            scodes[b] = 0xFF
+            continue
+        e = shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits)
+        scodes[b] = np.uint8(e + 127)
+        down = pow2_f32(-e)
+        up = pow2_f32(e)
+        if integer:
+            for i in range(start, end):
+                j = np.uint64(i)
+                v = _element(src[j], down, up, fmax, p)
+                q = np.int32(np.copysign(v[1], v[0]) * np.float32(64.0))  # -0 -> 0
+                ecodes[j] = np.uint8(q & 0xFF)
+            continue
+        for i in range(start, end):
+            j = np.uint64(i)
+            mag = magnitude_code(_element(src[j], down, up, fmax, p)[1], kc)
+            ecodes[j] = np.uint8(mag | (esign if bits[j] < 0 else 0))
+
+
+@njit(inline="always")
+def code_constants(mant_bits, bias, emin):
+    """magnitude_code's constants for an element format (computed once, outside the loop):
+    (float32's exponent bias less the element's, in the exponent field; mant_bits;
+    2^(mant_bits - emin); 2^emin)."""
+    return (np.int32(127 - bias) << 23, mant_bits, np.float32(2.0 ** (mant_bits - emin)),
+            np.float32(2.0**emin))
+
+
+@njit(inline="always")
+def magnitude_code(ra, k):
+    """The code E..E|M..M of ``ra`` (>= 0, a value of an element format, as a normal
+    float32; ``k``: the format's code_constants), branch-free:
+
+        normal ra (>= 2^emin): E = ra's exponent + bias, M = ra's top mant_bits mantissa bits
+        (ra's bits less float32's exponent bias, plus the element's, shifted down)
+        subnormal ra: E = 0, M = ra * 2^(mant_bits - emin) (an integer, exactly)
+    """
+    a = np.float32(ra)
+    normal = ((a.view(np.int32) - k[0]) >> (23 - k[1])) & 0xFF
+    return normal if a >= k[3] else np.int32(a * k[2])

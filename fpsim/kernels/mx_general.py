@@ -39,7 +39,7 @@ def _rnd(x, m, stochastic, seed, i, c, f):
 
 
 @njit(inline="always")
-def _code(v, mant_bits, bias, emin, sign_bit):
+def code_of(v, mant_bits, bias, emin, sign_bit):
     """The code of v (float64, a value of an IEEE-like format with mant_bits, bias, emin, its
     sign bit ``sign_bit``): S|E..E|M..M, subnormals with E = 0."""
     a = abs(v)
@@ -64,7 +64,7 @@ def _codes(src, ecodes, start, end, divisor, z, m, stochastic, seed, c, fe, mant
         if integer:  # int8 two's complement of el * 64
             ecodes[j] = np.uint8(np.int64(round(el * 64.0)) & 0xFF)
         else:
-            ecodes[j] = _code(el, mant_bits, ebias, eemin, esign)
+            ecodes[j] = code_of(el, mant_bits, ebias, eemin, esign)
 
 
 @njit(inline="always")
@@ -116,7 +116,7 @@ def mx_blocks(src, dst, ecodes, scodes, lo, hi, n, block, two_level, tensor_scal
             scale = _round_f64(amax / (max_elem * tensor_scale), ms, 0, 0, c, fs)
             divisor = scale * tensor_scale
             if parts:
-                scodes[b] = _code(scale, smant, sbias, semin, 0)
+                scodes[b] = code_of(scale, smant, sbias, semin, 0)
         else:
             e = shared_exponent(amax, rule, emax, max_elem, mant_bits)
             divisor = math.ldexp(1.0, e)
@@ -154,7 +154,7 @@ def mx_blocks(src, dst, ecodes, scodes, lo, hi, n, block, two_level, tensor_scal
                 if integer:  # int8 two's complement of el * 64
                     ecodes[i] = np.uint8(np.int64(round(el * 64.0)) & 0xFF)
                 else:
-                    ecodes[i] = _code(el, mant_bits, ebias, eemin, esign)
+                    ecodes[i] = code_of(el, mant_bits, ebias, eemin, esign)
             if count:
                 aq = abs(q)
                 over = max(over, aq)
@@ -174,4 +174,19 @@ def finite_amax_bits(bits, lo, hi, abs_mask, inf_bits):
     for i in range(lo, hi):
         v = np.int64(bits[np.uint64(i)]) & abs_mask
         a = max(a, v if v < inf_bits else np.int64(0))
+    return a
+
+
+_ABS32 = np.int32(0x7FFFFFFF)  # 0|11111111|111...1: every bit of a float32 but the sign
+_INF32 = np.int32(0x7F800000)  # 0|11111111|000...0: |x| at or above it is inf or NaN
+
+
+@njit(nogil=True, cache=True)
+def finite_amax_f32(bits, lo, hi):
+    """finite_amax_bits for float32 (``bits``: an int32 view) in int32 throughout, so the
+    vector loop holds twice the elements."""
+    a = np.int32(0)
+    for i in range(lo, hi):
+        v = np.int32(bits[np.uint64(i)] & _ABS32)
+        a = np.int32(max(a, np.int32(v if v < _INF32 else 0)))
     return a

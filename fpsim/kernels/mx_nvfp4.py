@@ -1,26 +1,33 @@
-"""The NVFP4 quantization kernel: float32 input, elements rounded to nearest even.
+"""The NVFP4 quantization kernels: float32 input, elements rounded to nearest even.
 
 One pass per block of ``block`` consecutive elements of a row (the last block of a row may be
-shorter), the same decisions as fpsim.kernels.mx_general (fpsim.mx's reference list):
+shorter; fpsim.kernels.mx.next_block walks them), the same decisions as
+fpsim.kernels.mx_general (fpsim.mx's reference list):
 
-1. amax from the float32 bits (``|x|`` as integers is monotone, and NaN sorts above inf, so
-   the integer max vectorizes); a NaN or inf gives a NaN block;
+1. amax from the float32 bits; a NaN or inf gives a NaN block;
 2. the block scale ``amax / (max_elem * tensor_scale)`` rounded to E4M3 (saturating at 448),
-   the divisor ``scale * tensor_scale`` (exact in float64);
-3. each element ``x / divisor`` (one float64 division, correctly rounded) rounded to nearest
-   even in E2M1 and saturated, times the divisor, stored as float32.
+   the divisor ``d = scale * tensor_scale`` (exact in float64);
+3. each element ``x / d`` rounded to nearest even in the element format and saturated, times
+   ``d``, stored as float32 (``nvfp4_quantize_f32``), or its code (``nvfp4_encode_f32``).
 
-Both roundings to nearest even use the addition trick on float64 (see fpsim.kernels.fast_f32
-for the float32 one): for ``a >= 0`` and ``B = 2^(e + 52 - M)`` (e: a's exponent, at least the
+The block scale rounds with the addition trick on float64 (see fpsim.kernels.fast_f32 for the
+float32 one): for ``a >= 0`` and ``B = 2^(e + 52 - M)`` (e: a's exponent, at least the
 format's emin), ``(a + B) - B`` is ``a`` rounded to a multiple of ``2^(e - M)``, ties to even,
 which is the format's spacing in a's binade (its subnormal spacing below the normal range):
 
     a = 0|EEEEEEEEEEE|MMMMMMMMM...      B's bits: a's exponent field + (52 - M) << 52
     min((a + B) - B, max) saturates
 
-``min`` returns max for anything above it, so no overflow reaches the output. The scale rules
-"ceil" and "floor" take the general kernel.
-Kernels assume validated input (fpsim.mx checks and packs the arguments).
+The elements round the same way: ``(|x| / d)`` in float64 (one correctly rounded division:
+a quotient of a float32 by a 28-bit ``d`` is never within 2^-53 of an element midpoint unless
+on it), then the trick with the element format's constants. ``min`` returns max for anything
+above it, so no overflow reaches the output. The value ``element * d`` is exact in float64
+and rounds once to float32; an element's code comes from its rounded magnitude's bits
+(fpsim.kernels.mx.magnitude_code; the block scale's from fpsim.kernels.mx_general's
+``code_of``). A scale that rounds to 0 gives ``d = 0`` and signed zeros.
+
+The scale rules "ceil" and "floor" take the general kernel. Kernels assume validated input
+(fpsim.mx checks and packs the arguments).
 """
 
 from __future__ import annotations
@@ -28,8 +35,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_ABS32 = np.int32(0x7FFFFFFF)  # every bit of a float32 but the sign
-_INF32 = np.int32(0x7F800000)
+from fpsim.kernels.mx import (
+    _INF_BITS,
+    code_constants,
+    fill_nan,
+    first_block,
+    magnitude_code,
+    next_block,
+)
+from fpsim.kernels.mx_general import code_of
+
 _EXP64 = np.int64(0x7FF0000000000000)  # 0|11111111111|000...0: float64's exponent field
 
 
@@ -41,35 +56,32 @@ def _nearest(a, shift, c_sub, top):
     return min((a + b) - b, top)
 
 
-@njit(nogil=True, cache=True)
+@njit(inline="always")
+def block_divisor(amax_bits, tensor_scale, e_max, scale):
+    """(d, the block scale): the block scale ``amax / (e_max * tensor_scale)`` rounded to
+    nearest even in E4M3 and saturated (``scale``: its (SHIFT, C_SUB, max) for ``_nearest``),
+    and ``d = block scale * tensor_scale`` (exact in float64)."""
+    q = np.float64(np.int32(amax_bits).view(np.float32)) / (e_max * tensor_scale)
+    s = _nearest(q, scale[0], scale[1], scale[2])
+    return s * tensor_scale, s
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
 def nvfp4_quantize_f32(src, dst, lo, hi, n, block, tensor_scale, elem, scale):
     """dst = src (1-D float32 views of C rows of n elements) quantized to NVFP4 and
     dequantized, for the blocks lo..hi-1, the block scale rounded to nearest even (the
     format's default rule). ``elem`` and ``scale``: (SHIFT, C_SUB, max) of the element format
     and of E4M3 for ``_nearest``."""
     e_shift, e_sub, e_max = elem
-    s_shift, s_sub, s_max = scale
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
-    r = lo // nb
-    col = lo - r * nb
+    r, c = first_block(lo, nb)
     for _ in range(lo, hi):
-        start = r * n + col * block
-        end = min(r * n + n, start + block)
-        col += 1
-        if col == nb:
-            r += 1
-            col = 0
-        amax_bits = np.int32(0)
-        for i in range(start, end):
-            amax_bits = max(amax_bits, bits[np.uint64(i)] & _ABS32)
-        if amax_bits >= _INF32:
-            for i in range(start, end):
-                dst[np.uint64(i)] = np.float32(np.nan)
+        start, end, amax_bits, r, c = next_block(bits, r, c, n, block, nb)
+        if amax_bits >= _INF_BITS:
+            fill_nan(dst, start, end)
             continue
-        q = np.float64(np.int32(amax_bits).view(np.float32)) / (e_max * tensor_scale)
-        s = _nearest(q, s_shift, s_sub, s_max)
-        d = s * tensor_scale
+        d = block_divisor(amax_bits, tensor_scale, e_max, scale)[0]
         if d == 0.0:  # the scale rounded to 0: signed zeros
             for i in range(start, end):
                 j = np.uint64(i)
@@ -79,3 +91,36 @@ def nvfp4_quantize_f32(src, dst, lo, hi, n, block, tensor_scale, elem, scale):
             j = np.uint64(i)  # an unsigned index: no wraparound check, so it vectorizes
             v = np.float64(src[j]) / d
             dst[j] = np.float32(np.copysign(_nearest(abs(v), e_shift, e_sub, e_max), v) * d)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, scale, layout):
+    """(element codes, block scale codes) of src as nvfp4_quantize_f32 rounds it: each
+    element's code (fpsim.kernels.mx.magnitude_code of its rounded magnitude, with the sign
+    bit for negative x, -0 too) and the block scale's E4M3 code; a NaN block gets the
+    scale's NaN code and element codes 0. ``layout``: (element mantissa bits, bias, emin,
+    sign bit, E4M3 mantissa bits, bias, emin, NaN code)."""
+    e_shift, e_sub, e_max = elem
+    emant, ebias, eemin, esign, smant, sbias, semin, nan_code = layout
+    k = code_constants(emant, ebias, eemin)
+    bits = src.view(np.int32)
+    nb = (n + block - 1) // block
+    r, c = first_block(lo, nb)
+    for b in range(lo, hi):
+        start, end, amax_bits, r, c = next_block(bits, r, c, n, block, nb)
+        if amax_bits >= _INF_BITS:
+            for i in range(start, end):
+                ecodes[np.uint64(i)] = 0
+            scodes[b] = nan_code
+            continue
+        d, s = block_divisor(amax_bits, tensor_scale, e_max, scale)
+        scodes[b] = code_of(s, smant, sbias, semin, 0)
+        if d == 0.0:  # the scale rounded to 0: signed zeros
+            for i in range(start, end):
+                ecodes[np.uint64(i)] = esign if bits[np.uint64(i)] < 0 else 0
+            continue
+        for i in range(start, end):
+            j = np.uint64(i)
+            ra = _nearest(abs(np.float64(src[j]) / d), e_shift, e_sub, e_max)
+            mag = magnitude_code(ra, k)
+            ecodes[j] = np.uint8(mag | (esign if bits[j] < 0 else 0))
