@@ -71,7 +71,9 @@ def _mx_calls() -> list[tuple[str, Callable[[], object]]]:
             ("mx quantize stochastic", lambda: mx.quantize(x, "mxfp8_e4m3", mode="stochastic",
                                                            rng=0)),
             ("nvfp4 quantize", lambda: mx.quantize(x, "nvfp4")),
-            ("mx encode", lambda: mx.encode(x, "mxfp4_e2m1"))]
+            ("mx encode", lambda: mx.encode(x, "mxfp4_e2m1")),
+            ("nvfp4 encode", lambda: mx.encode(x, "nvfp4")),
+            ("mx decode", lambda: mx.decode(*mx.encode(x, "mxfp4_e2m1"), "mxfp4_e2m1"))]
 
 
 def tasks() -> list[tuple[str, Callable[[], object]]]:

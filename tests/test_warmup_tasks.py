@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
+
 import fpsim
 
 warmup = importlib.import_module("fpsim.warmup")  # (fpsim.warmup is also the function)
@@ -29,3 +31,10 @@ def test_warmup_tasks_cover_the_general_block_kernel_and_the_accumulator_models(
 
 def test_warmup_tasks_cover_the_fused_stochastic_block_kernel():
     assert "mx quantize stochastic" in [label for label, _ in warmup.tasks()]
+
+
+def test_warmup_tasks_cover_the_fused_encode_and_decode_kernels():
+    calls = dict(warmup.tasks())
+    assert {"mx encode", "nvfp4 encode", "mx decode"} <= set(calls)
+    decoded = calls["mx decode"]()
+    assert decoded.shape == (3, 32) and decoded.dtype == np.float32
