@@ -204,6 +204,8 @@ class Linear(_Linear):
     in each module: two layers under one recipe object keep separate amax histories, and a
     new recipe object of the same kind carries on from them. ``fp8_meta["scaling_fwd"]``
     gives TE's arrays (``scale``, ``amax_history``; slots input, weight, output).
+    ``state_dict()`` saves it under ``"_extra_state"`` (``get_extra_state``), as TE saves a
+    module's fp8 meta, and ``load_state_dict`` restores it.
     """
 
     def __init__(self, in_features: int, out_features: int,
