@@ -6,7 +6,9 @@ Keys: a weight's key is the path of positions and attribute names from the model
 then the weight's own name, joined by dots, as in PyTorch: ``"0.weight"`` for the first layer of
 a ``Sequential``, ``"fc1.weight"`` for an attribute ``self.fc1`` of a custom model, ``"0.kernel"``
 for a ``Dense``. No key contains a layer's automatic name (``dense_3``), so a state dict loads
-into a freshly built model of the same architecture.
+into a freshly built model of the same architecture. A layer that defines PyTorch's
+``get_extra_state()`` / ``set_extra_state(state)`` (``te.Linear``: its fp8 state) adds the key
+``"<path>._extra_state"`` with that value.
 
 Mode: ``training`` is None until ``train()`` or ``eval()`` sets it (on the layer and everything
 inside it). Calling a layer or model without ``training=`` uses that mode, and a layer whose

@@ -190,3 +190,17 @@ def test_the_fused_algorithms_skip_a_module_that_did_not_run_as_te():
     for x, y in zip(held, _meta(b), strict=True):
         np.testing.assert_array_equal(x, y)
     assert a.fp8_meta.states["input"].steps == 2
+
+
+def test_a_bad_second_fp8_state_leaves_the_first_layer_as_it_was():
+    def net():
+        return nn.Sequential(te.Linear(8, 8, seed=1), te.Linear(8, 6, seed=2))
+
+    model, target = net(), net()
+    with te.autocast(recipe=te.recipe.DelayedScaling()):
+        model(_batch(0))
+    state = model.state_dict()
+    state["1._extra_state"]["states"]["input"]["scale"] = 0.0
+    with pytest.raises(RuntimeError, match=r"1\._extra_state.*scale must be"):
+        target.load_state_dict(state)
+    assert target.layers[0].fp8_meta.kind is None and not target.layers[0].fp8_meta.states
