@@ -204,6 +204,8 @@ class Linear(_Linear):
     in each module: two layers under one recipe object keep separate amax histories, and a
     new recipe object of the same kind carries on from them. ``fp8_meta["scaling_fwd"]``
     gives TE's arrays (``scale``, ``amax_history``; slots input, weight, output).
+    ``state_dict()`` saves it under ``"_extra_state"`` (``get_extra_state``), as TE saves a
+    module's fp8 meta, and ``load_state_dict`` restores it.
     """
 
     def __init__(self, in_features: int, out_features: int,
@@ -263,6 +265,18 @@ class Linear(_Linear):
                                           "(outputs and gradients leave in the compute format); "
                                           f"leave it False")
         return super().__call__(inp, training=training)
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """The layer's fp8 state, saved by ``state_dict()`` under ``"_extra_state"`` as TE
+        saves a module's fp8 meta (scale and amax history of each tensor, forward and backward;
+        TE pickles them into a byte tensor, here ``fp8_meta.state_dict()``: plain values that
+        ``torch.save`` of the PyTorch face and ``json`` can store)."""
+        return self.fp8_meta.state_dict()
+
+    def set_extra_state(self, state: Any) -> None:
+        """Restore ``get_extra_state()`` (``load_state_dict`` calls it): the next step scales
+        as the saved layer's would. A bad value raises ValueError naming the field."""
+        self.fp8_meta.load_state_dict(state, "_extra_state")
 
     def call(self, x: Tensor, training: bool = False) -> Tensor:
         recipe = _CALIBRATING.get()

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -107,6 +107,17 @@ def _attention_flags(recipe: str, fp8_dpa: object, fp8_mha: object) -> None:
                      "matmul under fp8_autocast; there is no fused fp8 attention")
 
 
+class _NoReset:
+    """TE's recipes are dataclasses of settings with no ``reset``; the state a reset would
+    clear lives in the modules. Calling it raises, naming what to call instead."""
+
+    def reset(self) -> NoReturn:
+        raise AttributeError(
+            f"te.recipe.{type(self).__name__} has no reset() (a TE recipe is configuration; "
+            "each te.Linear owns its fp8 state): call layer.fp8_meta.reset() on each te.Linear, "
+            "and recipe.log.clear() for the telemetry log")
+
+
 class QParams(NamedTuple):
     """TE's quantization parameters of one tensor kind (read-only here)."""
 
@@ -123,7 +134,7 @@ class MMParams(NamedTuple):
     use_split_accumulator: bool = True
 
 
-class DelayedScaling(_DelayedRecipe):
+class DelayedScaling(_NoReset, _DelayedRecipe):
     """TE's ``DelayedScaling(margin=0, fp8_format=Format.HYBRID, amax_history_len=1024,
     amax_compute_algo="max", scaling_factor_compute_algo=None, reduce_amax=True,
     fp8_dpa=False, fp8_mha=False)``.
@@ -167,7 +178,7 @@ class DelayedScaling(_DelayedRecipe):
                 f"fp8_mha={self.fp8_mha}")
 
 
-class Float8CurrentScaling(_CurrentRecipe):
+class Float8CurrentScaling(_NoReset, _CurrentRecipe):
     """TE's ``Float8CurrentScaling(use_power_2_scales=False, fp8_format=Format.HYBRID, ...)``:
     each cast scaled by ``fp8_max / amax`` of the tensor itself (TE's
     ``compute_scale_from_amax``), cast as ``float32(x * scale)`` then fp8.
@@ -214,7 +225,7 @@ class Float8CurrentScaling(_CurrentRecipe):
                 f"use_power_2_scales={self.power_2}, amax_epsilon={self.amax_epsilon}")
 
 
-class MXFP8BlockScaling(_MXRecipe):
+class MXFP8BlockScaling(_NoReset, _MXRecipe):
     """TE's ``MXFP8BlockScaling(margin=0, fp8_format=Format.E4M3, fp8_dpa=False,
     fp8_mha=False)``: blocks of 32 along the inner dimension with E8M0 scales rounded up
     (TE's ``float_to_e8m0(amax * float32(1 / max))``: "ceil", so a block's largest element
@@ -241,7 +252,7 @@ class MXFP8BlockScaling(_MXRecipe):
         return f"recipe_type=MXFP8BlockScaling, margin=0, format={self.te_format.name}"
 
 
-class Float8BlockScaling(_BlockwiseRecipe):
+class Float8BlockScaling(_NoReset, _BlockwiseRecipe):
     """TE's ``Float8BlockScaling(use_f32_scales=False, fp8_format=Format.E4M3,
     x_block_scaling_dim=1, w_block_scaling_dim=2, grad_block_scaling_dim=1, fp8_gemm_fprop=...,
     fp8_gemm_dgrad=..., fp8_gemm_wgrad=..., fp8_dpa=False, fp8_mha=False,
@@ -294,7 +305,7 @@ class Float8BlockScaling(_BlockwiseRecipe):
 _4OVER6_SCOPES = ("none", "weights", "activations", "all")  # TE's _NVFP4_4OVER6_SCOPES
 
 
-class NVFP4BlockScaling(_NVFP4Recipe):
+class NVFP4BlockScaling(_NoReset, _NVFP4Recipe):
     """TE's ``NVFP4BlockScaling(disable_rht=False, disable_stochastic_rounding=False,
     disable_2d_quantization=False, row_scaled_activation=False, nvfp4_4over6="none",
     nvfp4_4over6_e4m3_use_256="all", nvfp4_4over6_err_mode="MAE", fp4_format=Format.E2M1,

@@ -23,18 +23,21 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import weakref
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from fpsim import get_format
 from nn.fp8.state import ScalingState
 
 # the innermost layer being called (``nn.fp8.scope.layer_scope``), or the layer whose matmul's
 # backward runs (``nn.fp8.ops``): the owner of the tensors quantized now
 _LAYER: contextvars.ContextVar[Any] = contextvars.ContextVar("nn_fp8_layer", default=None)
 # TE's slots of ``fp8_meta["scaling_fwd"]`` and ``["scaling_bwd"]`` (a Linear's GEMM)
+FP8_NAMES = ("float8_e4m3fn", "float8_e5m2")  # the formats of per-tensor scaling states
 SLOTS = {"scaling_fwd": ("input", "weight", "output"),
          "scaling_bwd": ("grad_output", "grad_input")}
 
@@ -63,6 +66,9 @@ class DelayedUpdates:
 
     def __init__(self) -> None:
         self._staged: dict[str, dict[int, ScalingState]] = {"forward": {}, "backward": {}}
+        # every live state ever updated here under a callable ``amax_compute_algo``, by role
+        self._callable: dict[str, weakref.WeakValueDictionary[int, ScalingState]] = {
+            "forward": weakref.WeakValueDictionary(), "backward": weakref.WeakValueDictionary()}
 
     def stage(self, state: ScalingState, role: str, amax: float) -> None:
         state.stage(amax)
@@ -73,13 +79,44 @@ class DelayedUpdates:
         for staged in self._staged.values():
             if staged.pop(id(old), None) is not None:
                 staged[id(new)] = new
+        for known in self._callable.values():
+            if known.pop(id(old), None) is not None and callable(new.algo):
+                known[id(new)] = new
 
     def flush(self, role: str) -> None:
         """The update of every state of ``role`` staged since its last one (TE's fused
-        ``reduce_and_update_fp8_tensors``)."""
-        staged, self._staged[role] = self._staged[role], {}
-        for state in staged.values():
+        ``reduce_and_update_fp8_tensors``).
+
+        A callable ``amax_compute_algo`` takes TE's unfused update, which rolls the history of
+        every module registered with the autocast's recipe, also of one that did not run in the
+        block (the fused kernel skips a history with no new amax, as here). That difference is
+        refused: when a state updated earlier under a callable algorithm is still alive and
+        has staged nothing while another callable-algorithm state has, NotImplementedError is
+        raised before anything updates (the staged amaxes stay for the next update)."""
+        staged = self._staged[role]
+        known = self._callable[role]
+        if any(callable(st.algo) for st in staged.values()):
+            idle = [st for key, st in list(known.items())
+                    if key not in staged and callable(st.algo)]
+            if idle:
+                raise NotImplementedError(
+                    f"amax_compute_algo is a callable and {len(idle)} {role} tensor(s) updated "
+                    "under it before did not run in this te.autocast block: TE's unfused update "
+                    "would roll their amax histories too, which is not modelled here. Run every "
+                    "te.Linear in each block, or pass amax_compute_algo='max' or 'most_recent' "
+                    "(TE's fused update, where a module that did not run keeps its history)")
+        self._staged[role] = {}
+        for key, state in staged.items():
             state.update(0.0)
+            if callable(state.algo):
+                known[key] = state
+
+    def forget(self, states: Iterator[ScalingState] | list[ScalingState]) -> None:
+        """Drop ``states`` from the buffers and the registry (a module's state was reset or
+        replaced by a loaded one)."""
+        for st in states:
+            for table in (*self._staged.values(), *self._callable.values()):
+                table.pop(id(st), None)
 
 
 UPDATES = DelayedUpdates()  # one per process, as TE's FP8GlobalStateManager
@@ -170,8 +207,47 @@ class ModuleScaling:
 
     def reset(self) -> None:
         """Forget every state (the next recipe starts from scale 1)."""
+        UPDATES.forget(list(self.states.values()))
         self.states.clear()
         self.kind = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The module's fp8 state as JSON-able values (what ``te.Linear`` saves as its
+        ``_extra_state``, TE's entry for its fp8 meta): ``kind`` ("delayed", "current" or
+        None) and ``states``, each operand's ``ScalingState.state_dict()`` (format, scale,
+        steps, amax history; an amax staged in the current block is in position 0). The
+        history length, margin and algorithm are the recipe's: on the next use a recipe of
+        other settings carries the state on as when the recipe object changes."""
+        return {"kind": self.kind,
+                "states": {op: st.state_dict() for op, st in self.states.items()}}
+
+    def load_state_dict(self, state: Any, where: str = "fp8_meta") -> None:
+        """Restore ``state_dict()``, all checked before anything changes: a bad field raises
+        ValueError naming ``<where>.<field>``, the value and what is allowed."""
+        if not isinstance(state, dict) or sorted(state) != ["kind", "states"]:
+            got = sorted(state) if isinstance(state, dict) else state
+            raise ValueError(f"{where} must be a mapping of kind and states "
+                             f"(ModuleScaling.state_dict()), got {got!r:.80}")
+        kind, saved = state["kind"], state["states"]
+        if kind not in (None, "delayed", "current"):
+            raise ValueError(f"{where}.kind must be 'delayed', 'current' or None, got {kind!r}")
+        if not isinstance(saved, dict) or (kind is None and saved):
+            raise ValueError(f"{where}.states must be a mapping of operand -> state (empty when "
+                             f"kind is None), got {saved!r:.80}")
+        states: dict[str, ScalingState] = {}
+        for operand, entry in saved.items():
+            at = f"{where}.states[{operand!r}]"
+            name = entry.get("format") if isinstance(entry, dict) else None
+            fmt = get_format(name) if name in FP8_NAMES else None
+            history = entry.get("amax_history") if isinstance(entry, dict) else None
+            if fmt is None or not isinstance(history, list) or not history:
+                raise ValueError(f"{at} must hold a format name (float8_e4m3fn, float8_e5m2) and "
+                                 f"a non-empty amax_history list, got {entry!r:.80}")
+            st = ScalingState(fmt.max, len(history), "max", 0, fmt)
+            st.load_state_dict(entry, at)
+            states[operand] = st
+        UPDATES.forget(list(self.states.values()))
+        self.kind, self.states = kind, states
 
     def __repr__(self) -> str:
         return f"ModuleScaling(kind={self.kind!r}, states={sorted(self.states)})"

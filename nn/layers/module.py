@@ -6,7 +6,9 @@ Keys: a weight's key is the path of positions and attribute names from the model
 then the weight's own name, joined by dots, as in PyTorch: ``"0.weight"`` for the first layer of
 a ``Sequential``, ``"fc1.weight"`` for an attribute ``self.fc1`` of a custom model, ``"0.kernel"``
 for a ``Dense``. No key contains a layer's automatic name (``dense_3``), so a state dict loads
-into a freshly built model of the same architecture.
+into a freshly built model of the same architecture. A layer that defines PyTorch's
+``get_extra_state()`` / ``set_extra_state(state)`` (``te.Linear``: its fp8 state) adds the key
+``"<path>._extra_state"`` with that value.
 
 Mode: ``training`` is None until ``train()`` or ``eval()`` sets it (on the layer and everything
 inside it). Calling a layer or model without ``training=`` uses that mode, and a layer whose
@@ -27,6 +29,9 @@ from nn.engine.tensor import Variable
 
 if TYPE_CHECKING:
     from nn.layers.base import Layer
+
+# PyTorch's state_dict key of a module's own non-tensor state (``get_extra_state``)
+EXTRA_STATE = "_extra_state"
 
 
 class IncompatibleKeys(NamedTuple):
@@ -178,9 +183,20 @@ class Module:
         clear_grads(self.parameters(), set_to_none)
 
     # --- state dict -----------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Every variable (trainable or not) as a copy of its values, by key."""
-        return {key: var.numpy() for key, var in self.named_variables()}
+    def state_dict(self) -> dict[str, Any]:
+        """Every variable (trainable or not) as a copy of its values, by key; and, as in
+        PyTorch, ``"<path>._extra_state"`` (``"_extra_state"`` for this layer) holding
+        ``get_extra_state()`` of each layer that defines it (a ``te.Linear``'s fp8 state)."""
+        state: dict[str, Any] = {key: var.numpy() for key, var in self.named_variables()}
+        state.update({key: module.get_extra_state()
+                      for key, module in self._extra_state_modules().items()})
+        return state
+
+    def _extra_state_modules(self) -> dict[str, Any]:
+        """``{"<path>._extra_state": layer}`` for each layer defining ``get_extra_state``."""
+        return {(f"{path}.{EXTRA_STATE}" if path else EXTRA_STATE): module
+                for path, module in self.named_modules()
+                if callable(getattr(module, "get_extra_state", None))}
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True
                         ) -> IncompatibleKeys:
@@ -194,7 +210,8 @@ class Module:
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"load_state_dict expects a mapping of key -> array (what "
                             f"state_dict() returns), got {type(state_dict).__name__}")
-        own = dict(self.named_variables())
+        extra = self._extra_state_modules()
+        own: dict[str, Any] = {**dict(self.named_variables()), **extra}
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         errors: list[str] = []
@@ -205,7 +222,7 @@ class Module:
                           + ", ".join(f'"{k}"' for k in unexpected))
         values: list[tuple[Variable, np.ndarray]] = []
         for key, var in own.items():
-            if key not in state_dict:
+            if key not in state_dict or key in extra:
                 continue
             value = state_dict[key]
             arr = np.asarray(getattr(value, "data", value) if not isinstance(value, np.ndarray)
@@ -217,12 +234,32 @@ class Module:
                               f"from checkpoint, the shape in current model is {var.shape}")
             else:
                 values.append((var, arr))
+        if not errors:
+            errors = self._load_extra_states(
+                {key: (module, state_dict[key]) for key, module in extra.items()
+                 if key in state_dict})
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__} "
                                f"'{self.name}':\n\t" + "\n\t".join(errors))
         for var, arr in values:
             var.assign(arr)
         return IncompatibleKeys(missing, unexpected)
+
+    @staticmethod
+    def _load_extra_states(entries: dict[str, tuple[Any, Any]]) -> list[str]:
+        """``set_extra_state`` of each layer; on a bad value every layer set so far gets its
+        state back and the error (naming the key) is returned."""
+        done: list[tuple[Any, Any]] = []
+        for key, (module, value) in entries.items():
+            before = module.get_extra_state()
+            try:
+                module.set_extra_state(value)
+            except (TypeError, ValueError) as e:
+                for earlier, held in reversed(done):
+                    earlier.set_extra_state(held)
+                return [f"value for {key}: {e}"]
+            done.append((module, before))
+        return []
 
     # --- mode and device ------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
