@@ -9,14 +9,15 @@ trained by one loop whatever the model: each run's products are rounded to its p
 formats, the loss is the mean cross-entropy over the predictions (batch x positions for the
 LM), dynamic loss scaling is ``torch.amp.GradScaler`` (torch's defaults: theirs).
 
-Measured per run, as ``LMRun``: held-out loss (and accuracy for the CNN), the last steps'
-training loss, the shares of
-activation and weight gradients flushed to zero (ours: underflow events over rounded elements
-at the ``grad_input``/``grad_a``/... and ``grad_weight``/``grad_bias`` sites of
-``fpsim.monitor``), skipped steps and the final scale (GradScaler), the first non-finite step.
-Swamped updates (an update that left its stored weight unchanged) are counted where the
-weights are stored in a narrow format (``Variant.stored``: after each optimizer step every
-parameter is rounded to it, the master-weights experiment's "no master" run); elsewhere
+Measured per run, as ``LMRun``: held-out loss (and accuracy for the CNN; in eval mode, so
+BatchNorm uses its moving statistics as nn's evaluate does), the last steps' training loss,
+the shares of activation and weight gradients flushed to zero (ours: underflow events over
+rounded elements at the ``grad_input``/``grad_a``/... and ``grad_weight``/``grad_bias`` sites
+of ``fpsim.monitor``), skipped steps and the final scale (GradScaler), the first non-finite
+step. Swamped updates (an update that left its stored weight unchanged) are counted, per
+parameter (``Trained.swamped``), where the weights are stored in a narrow format
+(``Variant.stored``: after each optimizer step every parameter is rounded to it, the
+master-weights experiments' "no master" run); elsewhere
 emulate keeps fp32 masters and ``LMRun.swamped_updates`` reads 0. The float32 run's history
 also holds the exponents of its true gradients (each module's output gradient as
 "activation", the parameters' as "weight"), which the picture draws against fp16's range.
