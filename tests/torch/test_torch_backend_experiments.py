@@ -73,7 +73,7 @@ def test_scale_widens_the_lm_keeping_each_heads_size_and_its_depth():
     assert wide.embed_dim // wide.num_heads == config.embed_dim // config.num_heads
     assert wide.with_(embed_dim=config.embed_dim, num_heads=config.num_heads,
                       ff_dim=config.ff_dim) == config
-    model = torch_backend.torch_lm(wide.with_(sequence_length=8))
+    model = torch_models.torch_lm(wide.with_(sequence_length=8))
     assert model.blocks[0].linear1.weight.shape == (wide.ff_dim, wide.embed_dim)
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match=f"--scale must be an integer >= 1.*{bad!r}"):
@@ -82,7 +82,7 @@ def test_scale_widens_the_lm_keeping_each_heads_size_and_its_depth():
 
 def test_the_torch_lm_runs_its_attention_and_projections_emulated():
     config = EXPERIMENTS["underflow"].config.with_(sequence_length=8, batch_size=2)
-    model = ft.emulate(torch_backend.torch_lm(config), "mixed_float16")
+    model = ft.emulate(torch_models.torch_lm(config), "mixed_float16")
     with fpsim.monitor() as m:
         model(torch.zeros(2, 8, dtype=torch.long)).sum().backward()
     assert {"blocks.0.self_attn/linear/input", "blocks.0.self_attn/attention/query",
@@ -106,7 +106,7 @@ def test_the_underflow_experiment_runs_on_torch_with_the_same_rows_as_on_nn():
     history = by_label["float32"].history
     assert history.exponent_counts["activation"].sum() > 0
     assert history.exponent_counts["weight"].sum() + history.zero_counts["weight"] == 3 * sum(
-        p.numel() for p in torch_backend.torch_lm(result.config).parameters())
+        p.numel() for p in torch_models.torch_lm(result.config).parameters())
     assert by_label[UNSCALED].history.exponent_counts["activation"].sum() == 0  # not recorded
 
 
