@@ -152,15 +152,17 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a short run ({ex.QUICK_EPOCHS} epochs, or {ex.QUICK_STEPS} "
                              "steps)")
     parser.add_argument("--backend", choices=("nn", "torch"), default="nn",
-                        help="nn: this package's trainer; torch: the LM as a PyTorch module "
-                             "under fpsim.torch.emulate, with the same seeds, verdicts, JSON "
-                             "and picture (nn.experiments.torch_backend; experiments "
+                        help="nn: this package's trainer; torch: the LM or the CNN as a "
+                             "PyTorch module under fpsim.torch.emulate, with the same seeds, "
+                             "verdicts, JSON and picture (nn.experiments.torch_backend; "
+                             "experiments "
                              f"{', '.join(torch_backend.SUPPORTED)})")
     parser.add_argument("--device", default="cpu",
                         help="--backend torch: the torch device (cpu, cuda)")
     parser.add_argument("--scale", type=positive_int, default=1, metavar="K",
-                        help="--backend torch: the LM K times as wide as the classroom one "
-                             "(embedding, heads and feed-forward width times K)")
+                        help="--backend torch: the model K times as wide as the classroom "
+                             "one (the LM's embedding, heads and feed-forward width, the CNN's "
+                             "filters, times K)")
 
 
 def _threads_arg(text: str) -> int:

@@ -1,28 +1,29 @@
-"""``fpsim compare --backend torch``: the language-model experiments on PyTorch, emulated by
-``fpsim.torch.emulate``, at a size the user chooses (``--scale``, ``--steps``; ``--device cuda``
-on a GPU), through the same seeds, intervals, verdicts, table, JSON and picture as nn's
-(``nn.experiments.seeds`` calls ``run_config`` in place of the table's function).
+"""``fpsim compare --backend torch``: the experiments of the char LM and of the CNN on
+PyTorch, emulated by ``fpsim.torch.emulate``, at a size the user chooses (``--scale``,
+``--steps``; ``--device cuda`` on a GPU), through the same seeds, intervals, verdicts, table,
+JSON and picture as nn's (``nn.experiments.seeds`` calls ``run_config`` in place of the table's
+function).
 
-The char LM of ``nn.experiments.lm`` as a torch module (``TorchLM``): token and position
-embeddings, ``config.blocks`` ``nn.TransformerEncoderLayer`` blocks (causal, ReLU feed-forward,
-post- or pre-norm as ``config.normalize_first``, LayerNorm epsilon ``config.epsilon``), a
-Linear to the 128 characters. Same sizes and data as the nn model; torch's own initialisation
-(from ``config.seed``), so the numbers are not nn's bit for bit, but the story is the same:
-each run's products are rounded to its policy's formats, the loss is the mean over batch x
-positions, dynamic loss scaling is ``torch.amp.GradScaler`` (torch's defaults: theirs).
+The models are nn's as torch modules (``nn.experiments.torch_models``: the char LM, the CNN),
+trained by one loop whatever the model: each run's products are rounded to its policy's
+formats, the loss is the mean cross-entropy over the predictions (batch x positions for the
+LM), dynamic loss scaling is ``torch.amp.GradScaler`` (torch's defaults: theirs).
 
-Measured per run, as ``LMRun``: held-out loss, the last steps' training loss, the shares of
-activation and weight gradients flushed to zero (ours: underflow events over rounded elements
-at the ``grad_input``/``grad_a``/... and ``grad_weight``/``grad_bias`` sites of
-``fpsim.monitor``), skipped steps and the final scale (GradScaler), the first non-finite step.
-Swamped updates (an update that left its stored weight unchanged) are counted where the
-weights are stored in a narrow format (``Variant.stored``: after each optimizer step every
-parameter is rounded to it, the master-weights experiment's "no master" run); elsewhere
+Measured per run, as ``LMRun``: held-out loss (and accuracy for the CNN; in eval mode, so
+BatchNorm uses its moving statistics as nn's evaluate does), the last steps' training loss,
+the shares of activation and weight gradients flushed to zero (ours: underflow events over
+rounded elements at the ``grad_input``/``grad_a``/... and ``grad_weight``/``grad_bias`` sites
+of ``fpsim.monitor``), skipped steps and the final scale (GradScaler), the first non-finite
+step. Swamped updates (an update that left its stored weight unchanged) are counted, per
+parameter (``Trained.swamped``), where the weights are stored in a narrow format
+(``Variant.stored``: after each optimizer step every parameter is rounded to it, the
+master-weights experiments' "no master" run); elsewhere
 emulate keeps fp32 masters and ``LMRun.swamped_updates`` reads 0. The float32 run's history
 also holds the exponents of its true gradients (each module's output gradient as
 "activation", the parameters' as "weight"), which the picture draws against fp16's range.
 
-``SUPPORTED`` names the experiments this backend runs; any other raises ValueError naming them.
+``SUPPORTED`` names the experiments this backend runs; any other raises ValueError naming them,
+with the reason where ``REFUSED`` gives one (an experiment whose knob emulate does not have).
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ from typing import Any
 import numpy as np
 
 import fpsim
-from nn.datasets.text import VOCABULARY
 from nn.experiments.lm import LMConfig, LMRun, data_for, final_loss, first_nonfinite_step
-from nn.experiments.masters import MIXED, PURE
+from nn.experiments.masters import MIXED, PURE, swamp_threshold
 from nn.experiments.result import ExperimentResult
 from nn.experiments.stories import master_weights_lm
 from nn.experiments.table import EXPERIMENTS, FP32, SCALED, UNSCALED
+from nn.experiments.torch_models import family, torch_lm
 from nn.training.history import History
 
 _ACTIVATION_GRADS = ("grad_input", "grad_a", "grad_b", "grad_query", "grad_key", "grad_value",
@@ -63,8 +64,14 @@ class Variant:
     stored: str | None = None
 
 
+# fp32 masters against weights stored in fp16 after each step, both loss-scaled (nn's
+# master-weights and master-weights-lm: the same pair on the CNN and on the LM)
+MASTERS = (Variant(MIXED, "mixed_float16", scaled=True),
+           Variant(PURE, "float16", scaled=True, stored="float16"))
+
 # the experiments the torch backend runs: name -> the runs (labels as nn's, so the tables and
-# the contrast line up); the LM experiments whose variants are policies and loss scaling
+# the contrast line up); the experiments whose variants are policies, loss scaling and the
+# weights' stored format
 SUPPORTED: dict[str, tuple[Variant, ...]] = {
     "underflow": (Variant(FP32, "float32"), Variant(UNSCALED, "mixed_float16"),
                   Variant(SCALED, "mixed_float16", scaled=True)),
@@ -72,10 +79,19 @@ SUPPORTED: dict[str, tuple[Variant, ...]] = {
                       Variant(SCALED, "mixed_float16", scaled=True)),
     "bf16": (Variant(FP32, "float32"), Variant(SCALED, "mixed_float16", scaled=True),
              Variant("mixed_bfloat16", "mixed_bfloat16")),
-    "master-weights-lm": (Variant(MIXED, "mixed_float16", scaled=True),
-                          Variant(PURE, "float16", scaled=True, stored="float16")),
+    "master-weights-lm": MASTERS,
+    "master-weights": MASTERS,
 }
-# the learning rate an experiment trains at where its nn version sets its own (nn's default)
+# experiments whose knob fpsim.torch.emulate does not have: name -> why (said when refused)
+REFUSED: dict[str, str] = {
+    "accumulation": "fpsim.torch.emulate accumulates every product in float32 (torch computes "
+                    "it); it has no fp16 accumulator for the convolutions",
+    "statistics": "fpsim.torch.emulate rounds products only: BatchNorm's statistics and "
+                  "normalization run in float32 as torch runs them, so fp16 statistics cannot "
+                  "be emulated",
+}
+# the learning rate an experiment trains at where its nn version sets its own (nn's default;
+# master-weights's Adam lr 3e-4 is in its table configuration)
 LEARNING_RATE: dict[str, float] = {
     "master-weights-lm": inspect.signature(master_weights_lm).parameters[
         "learning_rate"].default,
@@ -85,55 +101,23 @@ LEARNING_RATE: dict[str, float] = {
 def check_supported(name: str) -> None:
     """ValueError unless experiment ``name`` runs on the torch backend."""
     if name not in SUPPORTED:
+        why = f" ({REFUSED[name]})" if name in REFUSED else ""
         raise ValueError(f"--backend torch runs the experiments {', '.join(SUPPORTED)}; "
-                         f"{name!r} runs on --backend nn only")
+                         f"{name!r} runs on --backend nn only{why}")
 
 
-def scaled(config: LMConfig, scale: int) -> LMConfig:
-    """``config`` with the model ``scale`` times as wide (``--scale``, ours): embedding width,
-    heads and feed-forward width times ``scale``, so each head keeps its size; depth, batch,
-    sequence length and steps as they are (``--steps`` sets the steps)."""
+def scaled(config: Any, scale: int) -> Any:
+    """``config`` with the model ``scale`` times as wide (``--scale``, ours): the LM's
+    embedding width, heads and feed-forward width times ``scale`` (each head keeps its size),
+    the CNN's filters times ``scale``; depth, batch and steps as they are (``--steps`` sets
+    the steps)."""
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
         raise ValueError(f"--scale must be an integer >= 1 (the model's width as a multiple "
                          f"of the classroom size), got {scale!r}")
-    return config.with_(embed_dim=config.embed_dim * scale, num_heads=config.num_heads * scale,
-                        ff_dim=config.ff_dim * scale)
+    return family(config).widen(config, scale)
 
 
-def torch_lm(config: LMConfig) -> Any:
-    """The char LM as a torch module (float32, initialised from ``config.seed``); its forward
-    takes (batch, sequence_length) character ids and gives (batch, sequence_length, 128)
-    logits."""
-    import torch
-
-    tnn = torch.nn
-
-    class TorchLM(tnn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            d = config.embed_dim
-            self.tokens = tnn.Embedding(VOCABULARY, d)
-            self.positions = tnn.Embedding(config.sequence_length, d)
-            self.blocks = tnn.ModuleList([
-                tnn.TransformerEncoderLayer(d, config.num_heads, config.ff_dim, dropout=0.0,
-                                            layer_norm_eps=config.epsilon, batch_first=True,
-                                            norm_first=config.normalize_first)
-                for _ in range(config.blocks)])
-            self.logits = tnn.Linear(d, VOCABULARY)
-
-        def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            t = ids.shape[1]
-            x = self.tokens(ids) + self.positions(torch.arange(t, device=ids.device))
-            mask = torch.ones(t, t, dtype=torch.bool, device=ids.device).triu(1)
-            for block in self.blocks:
-                x = block(x, src_mask=mask)
-            return self.logits(x)
-
-    torch.manual_seed(config.seed)
-    return TorchLM()
-
-
-def make_optimizer(config: LMConfig, model: Any) -> Any:
+def make_optimizer(config: Any, model: Any) -> Any:
     """The torch optimizer ``config`` names for ``model``'s parameters (torch's other
     defaults: theirs)."""
     import torch
@@ -143,7 +127,8 @@ def make_optimizer(config: LMConfig, model: Any) -> Any:
                                momentum=config.momentum)
     if config.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=config.learning_rate)
-    raise ValueError(f"LMConfig: optimizer must be 'sgd' or 'adam', got {config.optimizer!r}")
+    raise ValueError(f"{type(config).__name__}: optimizer must be 'sgd' or 'adam', got "
+                     f"{config.optimizer!r}")
 
 
 def _share(counts: dict[str, dict[str, int]], kinds: tuple[str, ...],
@@ -171,15 +156,33 @@ def _record_activation_gradients(model: Any, history: History) -> list[Any]:
             or isinstance(m, torch.nn.MultiheadAttention)]
 
 
-def _train(variant: Variant, config: LMConfig, device: str) -> tuple[LMRun, Any]:
-    """One run of the torch LM under ``variant`` and the trained model."""
-    import torch
+@dataclass
+class Trained:
+    """One run measured (``run``), its trained model, and per parameter name the updates its
+    stored weights swamped (empty where the weights are fp32 masters)."""
+
+    run: LMRun
+    model: Any
+    swamped: dict[str, int]
+
+
+def _loss(logits: Any, y: Any, reduction: str = "mean") -> Any:
+    """Cross-entropy of ``logits`` (..., classes) against the class ids ``y`` (...)."""
     import torch.nn.functional as F
+
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                           reduction=reduction)
+
+
+def _train(variant: Variant, config: Any, device: str) -> Trained:
+    """One run of ``config``'s model (the LM or the CNN) under ``variant``."""
+    import torch
 
     import fpsim.torch as ft
 
-    (x, y), (x_test, y_test) = data_for(config)
-    model = ft.emulate(torch_lm(config).to(device), variant.policy)
+    model_family = family(config)
+    (x, y), (x_test, y_test) = model_family.data(config)
+    model = ft.emulate(model_family.build(config).to(device), variant.policy)
     if variant.stored is not None:
         _store(model, variant.stored)
     opt = make_optimizer(config, model)
@@ -188,14 +191,15 @@ def _train(variant: Variant, config: LMConfig, device: str) -> tuple[LMRun, Any]
     exact = variant.policy == "float32"  # its true gradients are recorded for the picture
     hooks = _record_activation_gradients(model, history) if exact else []
     b = config.batch_size
-    swamped = 0
+    swamped: dict[str, int] = {}
     start = time.perf_counter()
+    model.train()
     with fpsim.monitor() as m:
         for step in range(config.steps):
             xb = torch.from_numpy(x[step * b:(step + 1) * b]).to(device)
             yb = torch.from_numpy(y[step * b:(step + 1) * b]).to(device)
             opt.zero_grad()
-            loss = F.cross_entropy(model(xb).reshape(-1, VOCABULARY), yb.reshape(-1))
+            loss = _loss(model(xb), yb)
             scale = scaler.get_scale() if variant.scaled else 1.0
             scaler.scale(loss).backward()
             if exact:
@@ -206,63 +210,75 @@ def _train(variant: Variant, config: LMConfig, device: str) -> tuple[LMRun, Any]
                       if variant.stored is not None else None)
             scaler.step(opt)
             if before is not None and variant.stored is not None:
-                swamped += _store(model, variant.stored, before)
+                for name, count in _store(model, variant.stored, before).items():
+                    swamped[name] = swamped.get(name, 0) + count
             scaler.update()
             history.record_step(loss.item(), scale, variant.scaled and scaler.get_scale() < scale)
     for h in hooks:
         h.remove()
     history.record_epoch(0, {"loss": final_loss(history)})
-    test_loss = held_out_loss(model, x_test, y_test, device)
+    model.eval()  # held out: BatchNorm's moving statistics, as nn evaluates
+    test_loss, accuracy = held_out(model, x_test, y_test, device)
     run = LMRun(
         label=variant.label, policy=variant.policy,
         test_loss=test_loss if math.isfinite(test_loss) else math.nan,
         final_loss=final_loss(history),
         activation_underflow=_share(m.counts, _ACTIVATION_GRADS),
         activation_subnormal=_share(m.counts, _ACTIVATION_GRADS, "subnormal"),
-        weight_underflow=_share(m.counts, _WEIGHT_GRADS), swamped_updates=swamped,
+        weight_underflow=_share(m.counts, _WEIGHT_GRADS),
+        swamped_updates=sum(swamped.values()),
         skipped_steps=int(np.sum(history.step_skipped)),
         final_loss_scale=scaler.get_scale() if variant.scaled else None,
         nan_step=first_nonfinite_step(history), wall_time=time.perf_counter() - start,
-        history=history)
-    return run, model
+        history=history, test_accuracy=accuracy if model_family.accuracy else None)
+    return Trained(run, model, swamped)
 
 
-def _store(model: Any, fmt: str, before: list[Any] | None = None) -> int:
+def _store(model: Any, fmt: str, before: list[Any] | None = None) -> dict[str, int]:
     """Round every parameter of ``model`` to ``fmt`` in place (weights stored in ``fmt``);
-    with ``before`` (the stored weights before the optimizer's step) returns how many
-    elements the step changed whose stored value it left as before (swamped updates)."""
+    with ``before`` (the stored weights before the optimizer's step) returns, per parameter
+    name, how many elements the step changed whose stored value it left as before (swamped
+    updates; empty without ``before``)."""
     import torch
 
     import fpsim.torch as ft
 
-    swamped = 0
+    swamped = {}
     with torch.no_grad():
-        for i, p in enumerate(model.parameters()):
+        for i, (name, p) in enumerate(model.named_parameters()):
             stored = ft.round(p, fmt)
             if before is not None:
-                swamped += int(((p != before[i]) & (stored == before[i])).sum())
+                swamped[name] = int(((p != before[i]) & (stored == before[i])).sum())
             p.copy_(stored)
     return swamped
 
 
-def train(variant: Variant, config: LMConfig, device: str = "cpu") -> LMRun:
-    """One run of the torch LM under ``variant`` (the module docstring says what is measured)."""
-    return _train(variant, config, device)[0]
+def train(variant: Variant, config: Any, device: str = "cpu") -> LMRun:
+    """One run of ``config``'s torch model under ``variant`` (the module docstring says what is
+    measured)."""
+    return _train(variant, config, device).run
 
 
-def held_out_loss(model: Any, x_test: np.ndarray, y_test: np.ndarray, device: str) -> float:
-    """Mean cross-entropy of ``model`` over every held-out position (nats per character)."""
+def held_out(model: Any, x_test: np.ndarray, y_test: np.ndarray, device: str
+             ) -> tuple[float, float]:
+    """Mean cross-entropy of ``model`` over every held-out prediction (nats per character for
+    the LM) and the share of them whose largest logit is the right class."""
     import torch
-    import torch.nn.functional as F
 
-    total = 0.0
+    total, right = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(x_test), EVAL_BATCH):
             xt = torch.from_numpy(x_test[i:i + EVAL_BATCH]).to(device)
             yt = torch.from_numpy(y_test[i:i + EVAL_BATCH]).to(device)
-            total += float(F.cross_entropy(model(xt).reshape(-1, VOCABULARY), yt.reshape(-1),
-                                           reduction="sum"))
-    return total / y_test.size
+            logits = model(xt)
+            total += float(_loss(logits, yt, "sum"))
+            right += int((logits.argmax(-1) == yt).sum())
+    return total / y_test.size, right / y_test.size
+
+
+def held_out_loss(model: Any, x_test: np.ndarray, y_test: np.ndarray, device: str) -> float:
+    """Mean cross-entropy of ``model`` over every held-out prediction (``held_out``'s loss)."""
+    return held_out(model, x_test, y_test, device)[0]
 
 
 def forward_errors(reference: Any, config: LMConfig, device: str) -> dict[str, float]:
@@ -287,26 +303,43 @@ def forward_errors(reference: Any, config: LMConfig, device: str) -> dict[str, f
     return errors
 
 
-def swamped_shares(runs: list[LMRun], config: LMConfig) -> dict[str, dict[str, float]]:
+def swamped_shares(runs: list[LMRun], config: Any) -> dict[str, dict[str, float]]:
     """As nn's master_weights_lm: per run, swamped updates over the updates made (parameter
     elements times the steps not skipped)."""
-    elements = sum(p.numel() for p in torch_lm(config).parameters())
+    elements = sum(p.numel() for p in family(config).build(config).parameters())
     return {"swamped_share": {r.label: r.swamped_updates / max(
         elements * (config.steps - r.skipped_steps), 1) for r in runs}}
 
 
-# what an experiment measures beyond its runs, as nn's version of it does: name -> (the runs,
-# the trained models by policy, config, device) -> extra numbers (for its findings)
-EXTRA: dict[str, Callable[[list[LMRun], dict[str, Any], LMConfig, str], dict[str, Any]]] = {
-    "underflow": lambda runs, models, config, device: {},
-    "underflow-sgd": lambda runs, models, config, device: {},
-    "bf16": lambda runs, models, config, device: forward_errors(models["float32"], config,
-                                                                device),
-    "master-weights-lm": lambda runs, models, config, device: swamped_shares(runs, config),
+TOP_SWAMPED = 5  # as nn's master_weights: the variables with the most swamped updates
+
+
+def master_weights_numbers(trained: dict[str, Trained], config: Any) -> dict[str, Any]:
+    """As nn's master_weights (its ``spread``: the seeds are the caller's): the swamped shares,
+    per run the parameters with the most swamped updates, and the magnitude from which a step
+    of the learning rate is lost in fp16."""
+    runs = [t.run for t in trained.values()]
+    return {**swamped_shares(runs, config),
+            "swamped_by_variable": {label: dict(sorted(
+                t.swamped.items(), key=lambda item: -item[1])[:TOP_SWAMPED])
+                for label, t in trained.items()},
+            "swamp_threshold": swamp_threshold(config.learning_rate), "spread": {}}
+
+
+# what an experiment measures beyond its runs, as nn's version of it does: name -> (the runs
+# trained, by label; config; device) -> extra numbers (for its findings)
+EXTRA: dict[str, Callable[[dict[str, Trained], Any, str], dict[str, Any]]] = {
+    "underflow": lambda trained, config, device: {},
+    "underflow-sgd": lambda trained, config, device: {},
+    "bf16": lambda trained, config, device: forward_errors(trained[FP32].model, config,
+                                                           device),
+    "master-weights-lm": lambda trained, config, device: swamped_shares(
+        [t.run for t in trained.values()], config),
+    "master-weights": lambda trained, config, device: master_weights_numbers(trained, config),
 }
 
 
-def run_config(name: str, config: LMConfig, *, device: str = "cpu",
+def run_config(name: str, config: Any, *, device: str = "cpu",
                progress: Callable[[str], None] | None = None) -> ExperimentResult:
     """Experiment ``name`` (one of ``SUPPORTED``) on torch at ``config`` (its seed included):
     every variant trained from the same initial weights and batches. What
@@ -315,21 +348,22 @@ def run_config(name: str, config: LMConfig, *, device: str = "cpu",
     entry = EXPERIMENTS[name]
     if name in LEARNING_RATE:
         config = config.with_(learning_rate=LEARNING_RATE[name])
-    runs, models = [], {}
+    trained = {}
     for variant in SUPPORTED[name]:
-        run, models[variant.policy] = _train(variant, config, device)
-        runs.append(run)
+        trained[variant.label] = _train(variant, config, device)
+        run = trained[variant.label].run
         if progress is not None:
             progress(f"  {variant.label}: test loss {run.test_loss:.3f} ({run.wall_time:.1f} s)")
     contrast = entry.claims[0] if entry.claims else None
     return ExperimentResult(
         name, f"{entry.title} [torch, {device}]", config,
-        f"the policy and loss scaling of fpsim.torch.emulate (torch {device})", runs,
-        {"backend": "torch", "device": device, **EXTRA[name](runs, models, config, device)},
+        f"the policy and loss scaling of fpsim.torch.emulate (torch {device})",
+        [t.run for t in trained.values()],
+        {"backend": "torch", "device": device, **EXTRA[name](trained, config, device)},
         None if contrast is None else (contrast.variant, contrast.reference))
 
 
-def runner(name: str, device: str = "cpu") -> Callable[[LMConfig], ExperimentResult]:
+def runner(name: str, device: str = "cpu") -> Callable[[Any], ExperimentResult]:
     """``run_config`` for experiment ``name`` on ``device``, as a function of the
     configuration (picklable, for ``nn.experiments.seeds.run_seeds(run=...)``)."""
     check_supported(name)

@@ -1,5 +1,5 @@
 """``fpsim compare --backend torch --what-if``: nn.experiments.replay's what-if replay on the
-torch LM of ``nn.experiments.torch_backend`` (``what_if``): one float32 trajectory, and at each
+torch LM of ``nn.experiments.torch_models`` (``what_if``): one float32 trajectory, and at each
 replayed step the same weights, batch and optimizer state under each alternative of ``WHAT_IF``,
 measured against the float32 replay of the same step by ``nn.experiments.replay.compare``.
 """
@@ -14,7 +14,8 @@ import numpy as np
 from nn.datasets.text import VOCABULARY
 from nn.experiments.lm import LMConfig, data_for
 from nn.experiments.replay import START_SCALE, Replay, StepReplay, compare
-from nn.experiments.torch_backend import make_optimizer, torch_lm
+from nn.experiments.torch_backend import make_optimizer
+from nn.experiments.torch_models import torch_lm
 
 # alternative -> (policy, loss scaled): every one keeps fp32 master weights (emulate never
 # changes the parameters), so "swamped" (updates lost to a narrow stored weight) reads 0

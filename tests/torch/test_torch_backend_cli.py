@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 from fpsim.cli import main  # noqa: E402
 from nn.experiments import report, torch_backend  # noqa: E402
+from nn.experiments.cnn import CNNConfig  # noqa: E402
 from nn.experiments.intervals import NOT_SHOWN, SHOWN  # noqa: E402
 from nn.experiments.table import EXPERIMENTS  # noqa: E402
 
@@ -22,10 +23,12 @@ RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "experiment
 
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The torch experiments' table entries at a test's size: 16 characters x 4 windows."""
+    """The torch experiments' table entries at a test's size: 16 characters x 4 windows for
+    the LM, 8 digits a batch for the CNN."""
     for name in torch_backend.SUPPORTED:
         entry = EXPERIMENTS[name]
-        small = entry.config.with_(sequence_length=16, batch_size=4)
+        small = (entry.config.with_(batch_size=8) if isinstance(entry.config, CNNConfig)
+                 else entry.config.with_(sequence_length=16, batch_size=4))
         monkeypatch.setitem(EXPERIMENTS, name, dataclasses.replace(entry, config=small))
 
 
@@ -56,6 +59,29 @@ def test_two_seeds_on_torch_write_nn_results_schema_with_verdicts_that_the_repor
     assert "| underflow | loss scaling | mixed_float16, no scaling > float32 | 2 |" in page
     assert ("Reproduce: `fpsim compare --experiment underflow --seeds 2 --backend torch "
             "--device cpu --scale 2`") in page
+    assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_master_weights_on_the_torch_cnn_writes_its_verdict_and_nn_findings(
+        tiny: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "mw.json"
+    assert main(["compare", "--backend", "torch", "--experiment", "master-weights", "--seeds",
+                 "2", "--steps", "2", "--scale", "2", "--json", str(path), "--out",
+                 str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    r = json.loads(path.read_text())
+    assert {"backend": "torch", "device": "cpu", "scale": 2}.items() <= r.items()
+    assert set(json.loads(RESULTS.read_text())[0]) <= set(r)
+    assert "Conv2D 3x3 (32, 64)" in r["config"] and "Adam lr 0.0003" in r["config"]
+    (c,) = r["claims"]
+    assert (c["variant"], c["reference"]) == ("float16 (no master)",
+                                              "mixed_float16 (fp32 masters)")
+    assert c["verdict"] in (SHOWN, NOT_SHOWN) and c["reason"] and len(c["gaps"]) == 2
+    by_seed = {s["seed"]: s["test_loss"] for s in r["per_seed"]}
+    assert c["gaps"] == pytest.approx(
+        [by_seed[s][c["variant"]] - by_seed[s][c["reference"]] for s in (0, 1)], abs=2e-6)
+    assert c["verdict"].upper() in printed
+    assert any("of weight updates swamped" in line for line in r["findings_first_seed"])
     assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

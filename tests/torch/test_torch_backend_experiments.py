@@ -1,5 +1,6 @@
-"""``fpsim compare --backend torch`` (nn.experiments.torch_backend): the LM experiments on a
-torch module under fpsim.torch.emulate; other experiments refused by name."""
+"""``fpsim compare --backend torch`` (nn.experiments.torch_backend): the LM and CNN experiments
+on torch modules (nn.experiments.torch_models) under fpsim.torch.emulate; other experiments
+refused by name, with the reason where emulate lacks their knob."""
 
 from __future__ import annotations
 
@@ -13,17 +14,40 @@ torch = pytest.importorskip("torch")
 import fpsim  # noqa: E402
 import fpsim.torch as ft  # noqa: E402
 from fpsim.cli import main  # noqa: E402
-from nn.experiments import torch_backend, torch_replay  # noqa: E402
+from nn.experiments import torch_backend, torch_models, torch_replay  # noqa: E402
+from nn.experiments.cnn import build_cnn, data_for  # noqa: E402
 from nn.experiments.masters import MIXED, PURE  # noqa: E402
 from nn.experiments.table import EXPERIMENTS, SCALED, UNSCALED  # noqa: E402
 
 
 def test_unsupported_experiments_are_refused_naming_the_supported_ones():
     with pytest.raises(ValueError, match="runs the experiments underflow, underflow-sgd, bf16, "
-                                         "master-weights-lm; 'statistics' runs on --backend nn "
-                                         "only"):
-        torch_backend.check_supported("statistics")
+                                         "master-weights-lm, master-weights; 'fp8' runs on "
+                                         "--backend nn only$"):
+        torch_backend.check_supported("fp8")
     assert set(torch_backend.SUPPORTED) <= set(EXPERIMENTS)
+
+
+def test_statistics_and_accumulation_are_refused_with_the_knob_emulate_lacks(capsys):
+    with pytest.raises(ValueError, match="'accumulation' runs on --backend nn only "
+                                         r"\(.*no fp16 accumulator for the convolutions\)"):
+        torch_backend.check_supported("accumulation")
+    with pytest.raises(ValueError, match="'statistics' runs on --backend nn only "
+                                         r"\(.*BatchNorm's statistics .* in float32"):
+        torch_backend.check_supported("statistics")
+    assert main(["compare", "--backend", "torch", "--experiment", "statistics"]) != 0
+    assert "fp16 statistics cannot be emulated" in capsys.readouterr().err
+    assert not set(torch_backend.REFUSED) & set(torch_backend.SUPPORTED)
+    assert set(torch_backend.REFUSED) <= set(EXPERIMENTS)
+
+
+def test_every_torch_experiment_has_a_torch_model_and_its_extra_numbers():
+    for name in torch_backend.SUPPORTED:
+        assert torch_models.family(EXPERIMENTS[name].config) in torch_models.FAMILIES.values()
+    assert set(torch_backend.EXTRA) == set(torch_backend.SUPPORTED)
+    with pytest.raises(TypeError, match="no torch model for a str; the torch backend has "
+                                        "LMConfig, CNNConfig"):
+        torch_models.family("config")
 
 
 def test_the_cli_refuses_options_the_torch_backend_lacks(capsys):
@@ -49,7 +73,7 @@ def test_scale_widens_the_lm_keeping_each_heads_size_and_its_depth():
     assert wide.embed_dim // wide.num_heads == config.embed_dim // config.num_heads
     assert wide.with_(embed_dim=config.embed_dim, num_heads=config.num_heads,
                       ff_dim=config.ff_dim) == config
-    model = torch_backend.torch_lm(wide.with_(sequence_length=8))
+    model = torch_models.torch_lm(wide.with_(sequence_length=8))
     assert model.blocks[0].linear1.weight.shape == (wide.ff_dim, wide.embed_dim)
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match=f"--scale must be an integer >= 1.*{bad!r}"):
@@ -58,7 +82,7 @@ def test_scale_widens_the_lm_keeping_each_heads_size_and_its_depth():
 
 def test_the_torch_lm_runs_its_attention_and_projections_emulated():
     config = EXPERIMENTS["underflow"].config.with_(sequence_length=8, batch_size=2)
-    model = ft.emulate(torch_backend.torch_lm(config), "mixed_float16")
+    model = ft.emulate(torch_models.torch_lm(config), "mixed_float16")
     with fpsim.monitor() as m:
         model(torch.zeros(2, 8, dtype=torch.long)).sum().backward()
     assert {"blocks.0.self_attn/linear/input", "blocks.0.self_attn/attention/query",
@@ -82,7 +106,7 @@ def test_the_underflow_experiment_runs_on_torch_with_the_same_rows_as_on_nn():
     history = by_label["float32"].history
     assert history.exponent_counts["activation"].sum() > 0
     assert history.exponent_counts["weight"].sum() + history.zero_counts["weight"] == 3 * sum(
-        p.numel() for p in torch_backend.torch_lm(result.config).parameters())
+        p.numel() for p in torch_models.torch_lm(result.config).parameters())
     assert by_label[UNSCALED].history.exponent_counts["activation"].sum() == 0  # not recorded
 
 
@@ -114,7 +138,8 @@ def test_stored_weights_are_rounded_and_an_update_below_half_an_ulp_counts_as_sw
     with torch.no_grad():
         layer.weight.add_(1e-4)
         layer.bias.add_(1e-2)
-    assert torch_backend._store(layer, "float16", before) == layer.weight.numel()
+    assert torch_backend._store(layer, "float16", before) == {"weight": layer.weight.numel(),
+                                                               "bias": 0}
     assert torch.all(layer.weight == 1.0)
     want = float(fpsim.round(np.float32(np.float32(1.0) + np.float32(1e-2)), "float16"))
     assert torch.all(layer.bias == want) and want != 1.0
@@ -130,3 +155,67 @@ def test_master_weights_lm_runs_on_torch_with_fp16_stored_weights_swamping_updat
     shares = result.extra["swamped_share"]
     assert 0 < shares[PURE] <= 1 and shares[MIXED] == 0
     assert len(EXPERIMENTS["master-weights-lm"].findings(result)) == 3  # nn's own words
+
+
+def test_the_torch_cnn_has_nn_cnns_layers_and_parameter_counts():
+    """Layer by layer (named as nn names them) the same parameters as nn's build_cnn: the
+    kernels (k, k, in, out) in nn are (out, in, k, k) in torch; BatchNorm's gamma and beta."""
+    config = EXPERIMENTS["master-weights"].config
+    model = torch_models.torch_cnn(config)
+    ours = {name: p.numel() for name, p in model.named_parameters()}
+    theirs = {v.name.replace("/", ".").replace("kernel", "weight").replace("gamma", "weight")
+              .replace("beta", "bias"): v.size
+              for v in build_cnn(config, "float32").trainable_variables}
+    assert ours == theirs
+    assert model(torch.zeros(3, 1, 8, 8)).shape == (3, 10)
+    assert model.bn1.eps == 1e-3 and model.bn1.momentum == pytest.approx(1 - config.bn_momentum)
+    wide = torch_backend.scaled(config, 2)
+    assert wide.filters == (32, 64) and wide.with_(filters=config.filters) == config
+
+
+def test_the_torch_cnn_sees_nn_cnns_pixels_and_batches_in_torch_layout():
+    config = EXPERIMENTS["master-weights"].config.with_(steps=3, batch_size=8)
+    (x, y), (x_test, y_test) = torch_models.cnn_data(config)
+    (nx, ny), (nx_test, ny_test) = data_for(config)
+    assert x.shape == (24, 1, 8, 8) and np.array_equal(x[:, 0], nx[..., 0])
+    assert np.array_equal(x_test[:, 0], nx_test[..., 0])
+    assert np.array_equal(y, ny) and np.array_equal(y_test, ny_test)
+
+
+def test_the_torch_cnn_runs_its_convolutions_emulated():
+    model = ft.emulate(torch_models.torch_cnn(EXPERIMENTS["master-weights"].config),
+                       "mixed_float16")
+    with fpsim.monitor() as m:
+        model(torch.full((2, 1, 8, 8), 255.0)).sum().backward()
+    assert {"conv1/conv2d/input", "conv2/conv2d/weight", "conv2/conv2d/grad_input",
+            "logits/linear/grad_weight"} <= set(m.counts)
+
+
+def test_held_out_gives_the_mean_cross_entropy_and_the_share_classified_right():
+    """Against numpy's log-softmax on logits given directly (an identity model)."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(300, 10)).astype(np.float32)
+    y = rng.integers(0, 10, 300)
+    loss, accuracy = torch_backend.held_out(torch.nn.Identity(), logits, y, "cpu")
+    z = logits.astype(np.float64)
+    log_p = z - z.max(1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+    assert loss == pytest.approx(-log_p[np.arange(300), y].mean(), rel=1e-6)
+    assert accuracy == np.mean(z.argmax(1) == y)
+
+
+def test_master_weights_runs_on_the_torch_cnn_with_adam_and_fp16_stored_weights():
+    result = torch_backend.run_experiment("master-weights", steps=3)
+    assert [r.label for r in result.runs] == [MIXED, PURE]
+    assert (result.config.optimizer, result.config.learning_rate) == ("adam", 3e-4)  # nn's
+    by_label = {r.label: r for r in result.runs}
+    assert by_label[MIXED].swamped_updates == 0 and by_label[PURE].swamped_updates > 0
+    assert all(0 <= r.test_accuracy <= 1 and math.isfinite(r.test_loss) for r in result.runs)
+    x = result.extra
+    assert x["swamped_by_variable"][MIXED] == {}
+    top = x["swamped_by_variable"][PURE]
+    assert 0 < len(top) <= 5 and list(top.values()) == sorted(top.values(), reverse=True)
+    assert sum(top.values()) <= by_label[PURE].swamped_updates
+    assert x["swamp_threshold"] == 1.0  # 3e-4 is below half an fp16 ulp from 1 up
+    assert 0 < x["swamped_share"][PURE] <= 1 and x["swamped_share"][MIXED] == 0
+    assert len(EXPERIMENTS["master-weights"].findings(result)) == 4  # nn's own words
