@@ -7,9 +7,14 @@
    deterministic mode (float32 nearest-even takes the cast / float32 paths, the rest the
    integer path): the bits must be equal. The CPU results are themselves checked against
    fpsim.round by the test suite.
-2. Blocks: fpsim.torch.mx.quantize of every block format on CUDA equals the CPU's.
+2. Blocks: fpsim.torch.mx.quantize of every block format, scale rule and axis, float32 and
+   float64, on CUDA equals the CPU's.
 3. Timing: fpsim.torch.round of 2^time-log2 float32 on the GPU against torch's
-   ``x.to(torch.float16).to(torch.float32)`` round trip on the same GPU (CUDA events).
+   ``x.to(torch.float16).to(torch.float32)`` round trip on the same GPU (CUDA events), the
+   block quantizers of mxfp8_e4m3 and nvfp4 likewise, and one SGD step of
+   benchmarks/bench_models.py's char LM and CNN under ``fpsim.torch.emulate(model,
+   "mixed_float16")`` against the same model's plain float32 step on the GPU (bench_torch's
+   step, each step synchronised by its ``loss.item()``).
 
 The whole test suite runs on the GPU with ``FPSIM_TORCH_DEVICE=cuda python -m pytest
 tests/torch``. Exit status 1 if any comparison differs.
@@ -19,13 +24,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 
 import fpsim
 import fpsim.torch as ft
+from fpsim.kernels.mx import SCALE_RULES
 from fpsim.mx import BLOCK_FORMATS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_models import CNN, LM  # noqa: E402
+from bench_torch import _step  # noqa: E402
+from timing import paired_median_seconds  # noqa: E402
+from torch_models import models  # noqa: E402
 
 MODES = [m for m in fpsim.MODE_NAMES if m != "stochastic"]
 
@@ -60,12 +73,14 @@ def check_mx(n: int) -> int:
     x = _inputs(n)[2].reshape(-1, 64)
     bad = 0
     for name in BLOCK_FORMATS:
-        for axis in (-1, 0):
-            if not _same(ft.mx.quantize(x.cuda(), name, axis=axis),
-                         ft.mx.quantize(x, name, axis=axis)):
-                bad += 1
-                print(f"DIFFERS: mx {name} axis {axis}")
-    print(f"mx: {len(BLOCK_FORMATS) * 2} comparisons, {bad} differ")
+        for rule in SCALE_RULES:
+            for axis in (-1, 0):
+                for xi in (x, x.double()):
+                    if not _same(ft.mx.quantize(xi.cuda(), name, axis=axis, scale_rounding=rule),
+                                 ft.mx.quantize(xi, name, axis=axis, scale_rounding=rule)):
+                        bad += 1
+                        print(f"DIFFERS: mx {name} {rule} axis {axis} {xi.dtype}")
+    print(f"mx: {len(BLOCK_FORMATS) * len(SCALE_RULES) * 4} comparisons, {bad} differ")
     return bad
 
 
@@ -92,6 +107,30 @@ def time_round(n_log2: int) -> None:
                       ("float4_e2m1fn", "nearest_even"), ("float16", "stochastic")):
         ms = _ms(lambda f=fmt, m=mode: ft.round(x, f, m))
         print(f"{fmt:<16}{mode:<14}{ms:8.3f} ms  ratio {base / ms:5.2f}")
+    for name in ("mxfp8_e4m3", "nvfp4"):
+        ms = _ms(lambda f=name: ft.mx.quantize(x, f))
+        print(f"mx.quantize {name:<16}{ms:8.3f} ms  ratio {base / ms:5.2f}")
+
+
+def time_train(repeat: int = 20) -> None:
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, LM["vocab"], (LM["batch"], LM["length"] + 1), generator=gen).cuda()
+    h, w, c = CNN["image"]
+    images = torch.randn(CNN["batch"], c, h, w, generator=gen).cuda()
+    labels = torch.randint(0, CNN["classes"], (CNN["batch"],), generator=gen).cuda()
+    print(f"\none SGD step on the GPU, mixed_float16 emulated vs plain float32 "
+          f"(medians of {repeat})")
+    print(f"{'model':<10}{'emulated ms':>13}{'float32 ms':>12}{'ratio':>8}")
+    for name, pick, x, y, classes in (
+            ("char LM", 1, ids[:, :-1], ids[:, 1:], LM["vocab"]),
+            ("CNN", 0, images, labels, CNN["classes"])):
+        torch.manual_seed(0)
+        plain = models(CNN, LM)[pick].cuda()
+        torch.manual_seed(0)
+        emulated = ft.emulate(models(CNN, LM)[pick].cuda(), "mixed_float16")
+        ours, base = paired_median_seconds(_step(emulated, x, y, classes),
+                                           _step(plain, x, y, classes), repeat)
+        print(f"{name:<10}{ours * 1e3:>13.2f}{base * 1e3:>12.2f}{ours / base:>8.2f}")
 
 
 def main() -> int:
@@ -104,6 +143,7 @@ def main() -> int:
         return 2
     bad = check_round(2**args.n_log2) + check_mx(2**args.n_log2)
     time_round(args.time_log2)
+    time_train()
     return 1 if bad else 0
 
 

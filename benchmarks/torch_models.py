@@ -88,7 +88,7 @@ def models(cnn: dict[str, Any], lm: dict[str, Any]) -> tuple[Any, Any]:
                 "mask", tnn.Transformer.generate_square_subsequent_mask(lm["length"]))
 
         def forward(self, ids: Any) -> Any:
-            h = self.tok(ids) + self.pos(torch.arange(ids.shape[1]))
+            h = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
             return self.head(self.block(h, src_mask=self.mask, is_causal=True))
 
     return model_cnn, LM()

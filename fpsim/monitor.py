@@ -16,7 +16,8 @@ A site is the name of the operation that rounded: ``fpsim.round(..., site="name"
 for ``fpsim.array``). When no monitor is active the plain kernel runs and nothing is counted.
 Monitors nest: every active monitor counts every event. The set of active monitors belongs to
 the thread (a ``contextvars.ContextVar``): a rounding in another thread, or another asyncio
-task, is not counted by this thread's monitors.
+task, is not counted by this thread's monitors, unless it runs inside ``counting_in`` with
+them (fpsim.torch's backward passes do, with the monitors of their forward pass).
 
 >>> with fpsim.monitor() as m:
 ...     _ = fpsim.round(np.float32([1e-9, 1e5, 0.1]), "fp16", site="demo")
@@ -26,7 +27,9 @@ task, is not counted by this thread's monitors.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+from collections.abc import Iterator
 
 from fpsim.formats import Format
 
@@ -42,6 +45,23 @@ _ACTIVE: contextvars.ContextVar[tuple[Monitor, ...]] = contextvars.ContextVar(
 def is_active() -> bool:
     """True while at least one monitor is counting in this thread (context)."""
     return bool(_ACTIVE.get())
+
+
+def active_monitors() -> tuple[Monitor, ...]:
+    """The monitors counting in this thread (context) now, for ``counting_in`` elsewhere."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def counting_in(monitors: tuple[Monitor, ...]) -> Iterator[None]:
+    """Count the roundings inside the block in ``monitors`` (from ``active_monitors``), in
+    whatever thread it runs: fpsim.torch's backward passes, which torch runs on a thread of
+    its own for CUDA tensors, count in the monitors their forward pass counted in."""
+    token = _ACTIVE.set(monitors)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
 
 
 BLOCK_EVENTS = ("blocks", "elements", "saturated", "flushed", "clipped_blocks")

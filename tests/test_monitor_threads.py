@@ -114,3 +114,23 @@ def test_round_from_four_threads_at_once_gives_the_serial_results():
             threaded = list(pool.map(run, jobs))
             for a, b in zip(serial, threaded, strict=True):
                 np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_counting_in_carries_this_threads_monitors_to_another_thread_and_only_inside_it():
+    """fpsim.monitor.counting_in(active_monitors()) makes a thread's roundings count in the
+    monitors captured here (fpsim.torch's backward passes on torch's CUDA thread); after the
+    block the thread counts in none of them again."""
+    from fpsim.monitor import active_monitors, counting_in
+
+    def work(monitors: tuple) -> None:
+        with counting_in(monitors):
+            fpsim.round(np.float32([1e-9, 1e5, 0.1]), "fp16", site="carried")
+        fpsim.round(np.float32([1e-9]), "fp16", site="after")
+
+    with fpsim.monitor() as m:
+        t = threading.Thread(target=work, args=(active_monitors(),))
+        t.start()
+        t.join()
+    assert m.counts["carried"]["elements"] == 3
+    assert (m.counts["carried"]["underflow"], m.counts["carried"]["overflow"]) == (1, 1)
+    assert "after" not in m.counts

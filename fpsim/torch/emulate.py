@@ -22,7 +22,11 @@ Monitor sites (``fpsim.monitor``), with ``scope`` the submodule's name in the em
 (``"fc1"``, ``"blocks.0.attn"``; the op alone at the top): ``scope/op/<operand>`` for each
 rounded operand (``input``, ``weight``, ``bias``; ``a``, ``b``; ``query``, ``key``,
 ``value``), ``scope/op`` for the output, ``scope/op/grad_output`` and
-``scope/op/grad_<operand>`` in backward.
+``scope/op/grad_<operand>`` in backward. A backward pass counts in the monitors that counted
+its forward pass (``fpsim.monitor.counting_in``): torch runs the backward of CUDA tensors on a
+thread of its own, where the caller's monitors are not active, and so the counts are the same
+on every device (with forward and backward inside one ``with fpsim.monitor()`` block, as
+usual, it makes no difference).
 
 Products inside a torch functional that dispatches ``__torch_function__`` itself and then
 computes them (``F.multi_head_attention_forward``, behind ``nn.MultiheadAttention`` and so
@@ -55,6 +59,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from fpsim.formats import Format
+from fpsim.monitor import active_monitors, counting_in
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.mx import BlockFormat
 from fpsim.rounding import RoundingMode
@@ -167,10 +172,16 @@ class _EmulatedProduct(torch.autograd.Function):
             out = call.fn(*leaves)
         ctx.call = call
         ctx.graph = (out, leaves)
+        ctx.monitors = active_monitors()
         return _to(out.detach(), p.compute_format, None, p.compute_format, call.site)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        with counting_in(ctx.monitors):  # (on CUDA tensors torch runs this on its own thread)
+            return _EmulatedProduct._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         call: _Call = ctx.call
         p, product = call.policy, call.product
         out, leaves = ctx.graph

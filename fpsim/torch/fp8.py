@@ -42,6 +42,7 @@ import torch
 from fpsim import scaling
 from fpsim.catalog import E4M3FN, E5M2
 from fpsim.formats import Format
+from fpsim.monitor import active_monitors, counting_in
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.rounding import RoundingMode
 from fpsim.torch.rounding import round_checked
@@ -171,10 +172,16 @@ class ScaledProduct(torch.autograd.Function):
             bc = _to_compute(bias.detach(), compute, f"{site}/{names[2]}")
             out = out + bc
         ctx.saved = (fn, states, site, compute, names, z, qs, invs, bias is not None)
+        ctx.monitors = active_monitors()
         return _to_compute(out, compute, site)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        with counting_in(ctx.monitors):  # (on CUDA tensors torch runs this on its own thread)
+            return ScaledProduct._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         fn, states, site, compute, names, z, qs, invs, has_bias = ctx.saved
         ctx.saved = None
         g = _to_compute(grad, compute, f"{site}/grad_output", counted=False)

@@ -34,6 +34,7 @@ from fpsim.mx import (
     two_level_pair,
 )
 from fpsim.rounding import RoundingMode, check_rng_bits, get_mode
+from fpsim.torch.powers import exp2
 from fpsim.torch.rounding import check_tensor, round_checked
 
 __all__ = ["decode", "encode", "quantize"]
@@ -70,7 +71,7 @@ def _mx_exponent(amax: torch.Tensor, rule: str, elem: Format) -> torch.Tensor:
     fr, ex = torch.frexp(torch.where(torch.isfinite(amax) & (amax > 0), amax, 1.0))
     e = ex.to(torch.int64) - 1 - elem.emax
     if rule == "ceil":
-        e = e + (amax > elem.max * torch.ldexp(torch.ones_like(amax), e.to(amax.dtype))).long()
+        e = e + (amax > elem.max * exp2(e, amax.dtype)).long()
     elif rule == "even":
         e = e + (2.0 * fr >= 2.0 - 2.0 ** -(elem.mantissa_bits + 1)).long()
     e = torch.where(amax == 0, SCALE_EMIN, e)
@@ -97,7 +98,7 @@ class _Blocks:
             divisor = scale * tensor_scale
         else:
             e = _mx_exponent(amax, rule, bf.element)
-            scale = torch.ldexp(torch.ones_like(amax), e.to(amax.dtype))
+            scale = exp2(e, amax.dtype)
             scale_codes = (e + E8M0FNU.bias).to(torch.uint8)
             divisor = scale
         live = ~bad & (divisor > 0)

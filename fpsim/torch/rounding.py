@@ -43,6 +43,7 @@ from fpsim.rounding import (
     resolve_overflow,
     resolve_subnormals,
 )
+from fpsim.torch.powers import exp2
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _NUMPY_CARRIER: dict[torch.dtype, np.dtype] = {torch.float32: np.dtype(np.float32),
@@ -50,15 +51,17 @@ _NUMPY_CARRIER: dict[torch.dtype, np.dtype] = {torch.float32: np.dtype(np.float3
 _INT_VIEW = {torch.float32: torch.int32, torch.float64: torch.int64}
 
 # Formats torch holds as dtypes, with the overflow policy of torch's float32 -> dtype cast:
-# round to nearest even, as fpsim.round does, except where fpsim's policy differs (torch's
-# float8_e4m3fn cast saturates, fpsim's E4M3FN overflows to NaN), which one comparison fixes.
+# round to nearest even, as fpsim.round does, except where fpsim's policy differs, which one
+# comparison fixes. None: the cast's overflow is not the same everywhere, so the policy is
+# always applied (float8_e4m3fn: torch 2.13's CPU cast saturates, torch 2.11's CUDA cast gives
+# NaN, seen on an H200 by tests/torch run with FPSIM_TORCH_DEVICE=cuda).
 # tests/torch/test_torch_round.py checks every entry under every policy over every code,
 # midpoint and neighbour; getattr: older torch lacks the fp8 dtypes.
-NATIVE_CASTS: dict[Format, tuple[torch.dtype, str]] = {
+NATIVE_CASTS: dict[Format, tuple[torch.dtype, str | None]] = {
     fmt: (dtype, policy) for fmt, dtype, policy in (
         (FP16, torch.float16, "inf"),
         (BF16, torch.bfloat16, "inf"),
-        (E4M3FN, getattr(torch, "float8_e4m3fn", None), "saturate"),
+        (E4M3FN, getattr(torch, "float8_e4m3fn", None), None),
         (E5M2, getattr(torch, "float8_e5m2", None), "inf"),
         (E4M3FNUZ, getattr(torch, "float8_e4m3fnuz", None), "nan"),
         (E5M2FNUZ, getattr(torch, "float8_e5m2fnuz", None), "nan"),
@@ -88,7 +91,8 @@ def _nearest_even_f32(x: torch.Tensor, fmt: Format, subnormals: bool, policy: st
         dtype, own = native
         q = x.to(dtype)
         assert p is not None  # (it exists for every NATIVE_CASTS format)
-        fix_overflow = policy != own or policy == "nan"  # (the cast's NaN lacks fpsim's sign)
+        # (the cast's NaN lacks fpsim's sign)
+        fix_overflow = own is None or policy != own or policy == "nan"
         # on the CPU, skip the fix-ups when nothing needs them: one reading pass (min and max,
         # NaN if any is NaN) instead of passes over three tensors (on a GPU the test would
         # cost a synchronisation); then no code is NaN, and fp8 codes take the fast decoding
@@ -409,14 +413,13 @@ def round_exponent_only(
     elif rule == "never":
         up = torch.zeros_like(positive)
     else:  # stochastic: up with probability f (floor(f * 2^r) / 2^r with r random bits)
-        drawn = f if rng_bits is None else torch.floor(torch.ldexp(
-            f, torch.tensor(float(rng_bits), dtype=torch.float64))) / 2.0**rng_bits
+        drawn = f if rng_bits is None else torch.floor(f * 2.0**rng_bits) / 2.0**rng_bits
         up = torch.rand(x64.shape, generator=generator, device=x64.device,
                         dtype=torch.float64) < drawn
     r_e = (e + up.to(torch.int64)).clamp(min=fmt.emin)
     over = r_e > fmt.emax
     clamp = mode in (RoundingMode.TOWARD_ZERO, RoundingMode.DOWN) or policy == "saturate"
-    power = torch.ldexp(torch.ones_like(x64), r_e.clamp(max=1000).to(torch.float64))
+    power = exp2(r_e.clamp(max=1000))
     result = torch.where(over, fmt.max if clamp else float("nan"), power)
     result = torch.where(positive, result, torch.where(torch.isnan(x64), x64, float("nan")))
     if policy == "saturate":

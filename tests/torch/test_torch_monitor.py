@@ -52,3 +52,29 @@ def test_nothing_is_counted_without_a_monitor():
     m = fpsim.monitor()
     ft.round(torch.ones(3, device=DEVICE), "e4m3fn")
     assert m.counts == {}
+
+
+def test_backward_on_another_thread_counts_in_the_monitors_of_its_forward():
+    """torch runs the backward of CUDA tensors on a thread of its own: a backward run on
+    another thread here (where this thread's monitors are not active) counts the same
+    gradient sites as one run on this thread."""
+    import threading
+
+    def counts(on_thread: bool) -> dict[str, dict[str, int]]:
+        torch.manual_seed(0)
+        model = ft.emulate(torch.nn.Linear(4, 3).to(DEVICE), "mixed_float16")
+        x = torch.randn(5, 4).to(DEVICE)
+        with fpsim.monitor() as m:
+            out = model(x).sum()
+            if on_thread:
+                worker = threading.Thread(target=out.backward)
+                worker.start()
+                worker.join()
+            else:
+                out.backward()
+        return m.counts
+
+    here, there = counts(False), counts(True)
+    assert {"linear/grad_output", "linear/grad_weight", "linear/grad_bias"} <= set(here)
+    assert there == here
+

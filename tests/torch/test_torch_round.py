@@ -59,11 +59,21 @@ def test_round_equals_fpsim_round_on_every_code_midpoint_and_neighbour(fmt, mode
 @pytest.mark.parametrize("fmt", list(tr.NATIVE_CASTS), ids=lambda f: f.name)
 def test_torch_cast_path_under_every_overflow_policy_equals_fpsim_round(fmt):
     """float32 nearest-even takes torch's cast, its overflow fixed to the policy: every code,
-    midpoint and neighbour, NaN payloads included; the table's policy is the cast's own."""
+    midpoint and neighbour, NaN payloads included; the table's policy is the cast's own (where
+    it names none, the cast agrees wherever nothing overflows, and gives max or NaN where it
+    does: an H200's CUDA cast gave NaN for float8_e4m3fn's overflows and infinities)."""
     x = sample_points(fmt, np.float32)
     dtype, own = tr.NATIVE_CASTS[fmt]
-    assert_same_bits(as_tensor(x).to(dtype).float(), fpsim.round(x, fmt, overflow=own),
-                     nan_payloads=False)
+    cast = as_tensor(x).to(dtype).float()
+    if own is None:
+        saturated = fpsim.round(x, fmt, overflow="saturate")
+        over = (np.abs(saturated) == fmt.max) & (np.abs(x) > fmt.max)  # inf included
+        got = cast.cpu().numpy()
+        assert np.all(np.isnan(got[over]) | (got[over] == saturated[over]))
+        assert_same_bits(cast[torch.from_numpy(~over).to(cast.device)],
+                         saturated[~over], nan_payloads=False)
+    else:
+        assert_same_bits(cast, fpsim.round(x, fmt, overflow=own), nan_payloads=False)
     for policy in OVERFLOW_KINDS:
         if policy == "inf" and not fmt.inf or policy == "nan" and not fmt.has_nan:
             continue
