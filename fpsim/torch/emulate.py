@@ -64,6 +64,7 @@ from fpsim.monitor import is_active as monitor_is_active
 from fpsim.mx import BlockFormat
 from fpsim.rounding import RoundingMode
 from fpsim.torch import mx
+from fpsim.torch.accumulate import PRODUCT_FUNCTIONS, resolve_accumulator
 from fpsim.torch.fp8 import ScaledProduct, ScalingState
 from fpsim.torch.policy import TorchPolicy, get_policy
 from fpsim.torch.rounding import round_checked
@@ -130,6 +131,8 @@ def _opened(func: Callable[..., Any]) -> Callable[..., Any]:
     return opened
 
 
+PRODUCT_NAMES = frozenset(p.name for p in PRODUCTS.values())
+
 # the products a per-tensor fp8 recipe scales to fp8 (nn.fp8 and TE's Linear scale these)
 SCALED = (_LINEAR, _MATMUL)
 
@@ -173,7 +176,9 @@ class _EmulatedProduct(torch.autograd.Function):
         ctx.call = call
         ctx.graph = (out, leaves)
         ctx.monitors = active_monitors()
-        return _to(out.detach(), p.compute_format, None, p.compute_format, call.site)
+        # (an accumulator's products are float64; the rounded output lies in float32)
+        return _to(out.detach(), p.compute_format, None, p.compute_format,
+                   call.site).to(torch.float32)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -187,7 +192,7 @@ class _EmulatedProduct(torch.autograd.Function):
         out, leaves = ctx.graph
         g = _to(grad, p.grads, product.grad_axis, p.compute_format, f"{call.site}/grad_output")
         wanted = [x for x in leaves if x is not None and x.requires_grad]
-        found = iter(torch.autograd.grad(out, wanted, g) if wanted else ())
+        found = iter(torch.autograd.grad(out, wanted, g.to(out.dtype)) if wanted else ())
         grads: list[torch.Tensor | None] = []
         for x, name in zip(leaves, product.operands, strict=True):
             if x is None or not x.requires_grad:
@@ -232,11 +237,17 @@ class _Mode(TorchFunctionMode):
                    for x in operands):
             return func(*args, **kwargs)  # only float32 products are emulated
 
-        def fn(*ops: torch.Tensor | None) -> torch.Tensor:
-            return func(*ops, *rest, **kwargs)
-
         scope = self.emulation.scope()
         site = f"{scope}/{product.name}" if scope else product.name
+        acc = self.emulation.accumulator(scope, product.name)
+        if acc is None:
+            def fn(*ops: torch.Tensor | None) -> torch.Tensor:
+                return func(*ops, *rest, **kwargs)
+        else:
+            accumulated = PRODUCT_FUNCTIONS[product.name]
+
+            def fn(*ops: torch.Tensor | None) -> torch.Tensor:
+                return accumulated(acc, *ops, *rest, **kwargs)
         policy = self.emulation.policy
         if policy.scaling is not None and product in SCALED:
             def states(name: str, backward: bool) -> ScalingState:
@@ -252,9 +263,12 @@ class Emulation:
     """The hooks ``emulate`` put on a module (``module.fpsim_emulation``); ``remove()`` takes
     them off again."""
 
-    def __init__(self, module: torch.nn.Module, policy: TorchPolicy) -> None:
+    def __init__(self, module: torch.nn.Module, policy: TorchPolicy,
+                 accumulators: dict[str, Any] | None = None) -> None:
         self.policy = policy
         self.module = module
+        # scope or product name ("" for every product) -> accumulator (see ``emulate``)
+        self.accumulators: dict[str, Any] = dict(accumulators or {})
         self._mode = _Mode(self)
         self._scopes: list[str] = []
         self._depth = 0
@@ -268,6 +282,24 @@ class Emulation:
     def scope(self) -> str:
         """The name of the innermost submodule running now ("" for the top)."""
         return self._scopes[-1] if self._scopes else ""
+
+    def accumulator(self, scope: str, product: str) -> Any:
+        """The accumulator of a product at ``scope``: the longest key of ``accumulators``
+        that names the scope or a module around it, else the product's name, else ``""``;
+        None: torch's own float32 product."""
+        table = self.accumulators
+        if not table:
+            return None
+        around = [k for k in table if k and k not in PRODUCT_NAMES
+                  and (scope == k or scope.startswith(k + "."))]
+        key = max(around, key=len) if around else product if product in table else ""
+        acc = table.get(key)
+        if acc is not None and product not in PRODUCT_FUNCTIONS:
+            raise NotImplementedError(
+                f"{product} (at scope {scope or '(top)'!r}) takes no accumulator: torch computes "
+                "it in one call; give accumulator= a dict naming the scopes or products that "
+                f"take one ({', '.join(sorted(PRODUCT_FUNCTIONS))})")
+        return acc
 
     def state(self, name: str, backward: bool) -> ScalingState:
         """The scaling state of tensor ``name`` under a per-tensor fp8 policy (made on first
@@ -302,9 +334,20 @@ class Emulation:
             delattr(self.module, "fpsim_emulation")
 
 
-def emulate(module: torch.nn.Module, policy: TorchPolicy | str) -> torch.nn.Module:
+def emulate(module: torch.nn.Module, policy: TorchPolicy | str, *,
+            accumulator: Any = None) -> torch.nn.Module:
     """``module`` with its products run in ``policy``'s formats (see the module docstring);
     the same module, changed in place (hooks), returned for chaining.
+
+    ``accumulator``: None (ours, the default: torch's float32 products, fp32 accumulation),
+    one accumulator for every product, or a dict from submodule names (a name covers the
+    modules inside it; the longest name wins) or product names (``"linear"``, ``"conv2d"``,
+    ``"matmul"``, ``"baddbmm"``) to accumulators; an accumulator is what
+    ``fpsim.matmul(..., accumulate=)`` takes: a Format or format name (``"float16"``: rounded
+    after every addition), an ``fpsim.accumulators`` model, or a preset name
+    (``fpsim.accumulators.PRESETS``, e.g. ``"hopper_fp8_promote128"``). Those products are
+    computed as ``fpsim.torch.accumulate`` says, forward and backward, bit for bit
+    ``fpsim.matmul``'s accumulator values, on the CPU.
 
     >>> model = fpsim.torch.emulate(torch.nn.Linear(4, 2), "mixed_float16")
     >>> model.fpsim_emulation.policy.compute_format.name
@@ -320,5 +363,28 @@ def emulate(module: torch.nn.Module, policy: TorchPolicy | str) -> torch.nn.Modu
         raise ValueError(f"module is already emulated (policy {existing.policy.name!r}); call "
                          "module.fpsim_emulation.remove() first")
     p = get_policy(policy)
-    setattr(module, "fpsim_emulation", Emulation(module, p))  # noqa: B010  (a plain attribute)
+    accumulators = _accumulators(module, accumulator)
+    setattr(module, "fpsim_emulation",  # noqa: B010  (a plain attribute)
+            Emulation(module, p, accumulators))
     return module
+
+
+def _accumulators(module: torch.nn.Module, accumulator: Any) -> dict[str, Any]:
+    """``emulate``'s ``accumulator=`` as {key: resolved accumulator}, keys checked."""
+    if accumulator is None:
+        return {}
+    if not isinstance(accumulator, dict):
+        return {"": resolve_accumulator(accumulator)}
+    scopes = {name for name, _ in module.named_modules() if name}
+    out: dict[str, Any] = {}
+    for key, value in accumulator.items():
+        if not isinstance(key, str) or key not in scopes | PRODUCT_NAMES:
+            raise ValueError(
+                f"accumulator: {key!r} is neither a submodule of the module nor a product "
+                f"name; products: {', '.join(sorted(PRODUCT_FUNCTIONS))}; submodules: "
+                f"{', '.join(sorted(scopes)) or '(none)'}")
+        if key in PRODUCT_NAMES and key not in PRODUCT_FUNCTIONS:
+            raise ValueError(f"accumulator: {key} takes no accumulator (torch computes it in "
+                             f"one call); products that do: {', '.join(sorted(PRODUCT_FUNCTIONS))}")
+        out[key] = resolve_accumulator(value)
+    return out

@@ -173,7 +173,8 @@ class ScaledProduct(torch.autograd.Function):
             out = out + bc
         ctx.saved = (fn, states, site, compute, names, z, qs, invs, bias is not None)
         ctx.monitors = active_monitors()
-        return _to_compute(out, compute, site)
+        # (an accumulator's products are float64; the rounded output lies in float32)
+        return _to_compute(out, compute, site).to(torch.float32)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -189,7 +190,7 @@ class ScaledProduct(torch.autograd.Function):
         grads: list[torch.Tensor | None] = [None, None]
         if wanted:
             gq, inv_g = cast(g, states("grad_output", True), f"{site}/grad_output")
-            found = iter(torch.autograd.grad(z, wanted, gq))
+            found = iter(torch.autograd.grad(z, wanted, gq.to(z.dtype)))
             for i, q in enumerate(qs):
                 if q.requires_grad:  # (the other operand's scale: grad_a = g_q @ b_q^T ...)
                     grads[i] = _to_compute(next(found) * _alpha(inv_g, invs[1 - i]), compute,
