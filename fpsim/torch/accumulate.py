@@ -14,8 +14,8 @@ How each product becomes matrix products (``PRODUCT_FUNCTIONS``):
 - ``linear``: ``x @ W^T`` over the rows of x, then the bias added in float64 (exact: both
   lie in float32, the sum of two float32 values is exact in float64 unless their exponents
   lie more than 29 binades apart, where the one rounding of the output decides anyway);
-- ``conv1d`` / ``conv2d``: the input's patches (``F.unfold``, after the padding), then per image
-  ``W @ patches`` (per group), the bias added as for linear;
+- ``conv1d`` / ``conv2d``: the input's patches (``F.unfold``, after the padding), every
+  image's side by side, then ``W @ patches`` (per group), the bias added as for linear;
 - ``matmul`` / ``mm`` / ``bmm``: ``matmul_nd`` with numpy's broadcasting; ``baddbmm``:
   ``beta * input + alpha * (batch1 @ batch2)`` in float64.
 
@@ -162,11 +162,14 @@ def conv(acc: Accumulator, dims: int, x: torch.Tensor, weight: torch.Tensor,
     rows = [(x.shape[2 + i] + 2 * _pair(padding, 2)[i] - dilation[i] * (kernel[i] - 1) - 1)
             // stride[i] + 1 for i in range(2)]
     per_group = patches.shape[1] // groups
+    # one 2-D product per group: the patches of every image side by side, (features, n * L),
+    # so that the kernel gradient is one dot product over (image, position)
+    columns = patches.permute(1, 0, 2).reshape(patches.shape[1], -1)
     outs = []
     for g, w in enumerate(weight.chunk(groups, dim=0)):
-        cols = patches[:, g * per_group:(g + 1) * per_group]
+        cols = columns[g * per_group:(g + 1) * per_group]
         outs.append(_matmul(acc, w.reshape(w.shape[0], -1), cols))
-    out = torch.cat(outs, dim=1).reshape(n, out_ch, *rows)
+    out = torch.cat(outs, dim=0).reshape(out_ch, n, *rows).transpose(0, 1)
     if bias is not None:
         out = out + bias.to(torch.float64).reshape(1, -1, 1, 1)
     if dims == 1:

@@ -140,9 +140,15 @@ def running_sums(products: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def kernel_gradient_sums(config: CNNConfig) -> dict[str, Any]:
     """``inner_dimensions``, ``swamped_additions`` and ``relative_error`` per convolution (see
     ``fp32_accumulation``)."""
+    return kernel_gradient_stats(conv_kernel_sums(config))
+
+
+def kernel_gradient_stats(sums: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """``kernel_gradient_sums``'s numbers from each convolution's ``(rows, grads)`` (as
+    ``conv_kernel_sums`` gives them; the torch backend makes its own)."""
     found: dict[str, Any] = {"inner_dimensions": {}, "swamped_additions": {},
                              "relative_error": {}}
-    for name, (rows, grads) in conv_kernel_sums(config).items():
+    for name, (rows, grads) in sums.items():
         fp16_sum, swamped = sequential_fp16_sum(rows, grads)
         exact = rows.T @ grads
         if not found["inner_dimensions"]:  # the first convolution

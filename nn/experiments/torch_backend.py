@@ -62,6 +62,8 @@ class Variant:
     policy: str
     scaled: bool = False
     stored: str | None = None
+    # emulate's accumulator= as (scope or product name, accumulator) pairs (): fp32, torch's
+    accumulators: tuple[tuple[str, str], ...] = ()
 
 
 # fp32 masters against weights stored in fp16 after each step, both loss-scaled (nn's
@@ -81,11 +83,14 @@ SUPPORTED: dict[str, tuple[Variant, ...]] = {
              Variant("mixed_bfloat16", "mixed_bfloat16")),
     "master-weights-lm": MASTERS,
     "master-weights": MASTERS,
+    # nn's accumulation: every convolution's products in an fp16 accumulator, forward and
+    # backward, both runs loss-scaled
+    "accumulation": (Variant("fp32 accumulation", "mixed_float16", scaled=True),
+                     Variant("fp16 accumulation", "mixed_float16", scaled=True,
+                             accumulators=(("conv2d", "float16"),))),
 }
 # experiments whose knob fpsim.torch.emulate does not have: name -> why (said when refused)
 REFUSED: dict[str, str] = {
-    "accumulation": "fpsim.torch.emulate accumulates every product in float32 (torch computes "
-                    "it); it has no fp16 accumulator for the convolutions",
     "statistics": "fpsim.torch.emulate rounds products only: BatchNorm's statistics and "
                   "normalization run in float32 as torch runs them, so fp16 statistics cannot "
                   "be emulated",
@@ -182,7 +187,8 @@ def _train(variant: Variant, config: Any, device: str) -> Trained:
 
     model_family = family(config)
     (x, y), (x_test, y_test) = model_family.data(config)
-    model = ft.emulate(model_family.build(config).to(device), variant.policy)
+    model = ft.emulate(model_family.build(config).to(device), variant.policy,
+                       accumulator=dict(variant.accumulators) or None)
     if variant.stored is not None:
         _store(model, variant.stored)
     opt = make_optimizer(config, model)
@@ -326,6 +332,59 @@ def master_weights_numbers(trained: dict[str, Trained], config: Any) -> dict[str
             "swamp_threshold": swamp_threshold(config.learning_rate), "spread": {}}
 
 
+def conv_kernel_sums(config: Any, device: str, scale: float) -> dict[str, tuple[Any, Any]]:
+    """As nn's ``conv_kernel_sums``, on the torch CNN: per convolution of the mixed_float16
+    model (fp32 accumulation) on the first batch, loss times ``scale``, the two operands of
+    its kernel gradient as fp16 values in float64: the input's patches (one row per image and
+    output pixel, torch's (channel, row, column) patch order) and the output's gradient (one
+    row per the same)."""
+    import torch
+    import torch.nn.functional as F
+
+    import fpsim.torch as ft
+
+    model_family = family(config)
+    (x, y), _ = model_family.data(config)
+    model = ft.emulate(model_family.build(config).to(device), "mixed_float16")
+    seen: dict[str, list[Any]] = {}
+
+    def keep(name: str) -> Callable[..., None]:
+        def hook(module: Any, args: Any, output: Any) -> None:
+            seen[name] = [args[0].detach(), None]
+            output.register_hook(lambda g: seen[name].__setitem__(1, g.detach()))
+        return hook
+
+    convs = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    handles = [m.register_forward_hook(keep(n)) for n, m in convs]
+    b = config.batch_size
+    xb = torch.from_numpy(x[:b]).to(device)
+    (_loss(model(xb), torch.from_numpy(y[:b]).to(device)) * scale).backward()
+    for h in handles:
+        h.remove()
+    sums = {}
+    for name, module in convs:
+        h_in, g = seen[name]
+        cols = F.unfold(ft.round(h_in, "fp16"), module.kernel_size,
+                        padding=tuple(k // 2 for k in module.kernel_size))  # "same", odd k
+        rows = cols.transpose(1, 2).reshape(-1, cols.shape[1])
+        grads = ft.round(g, "fp16").permute(0, 2, 3, 1).reshape(-1, g.shape[1])
+        sums[name] = (rows.double().cpu().numpy(), grads.double().cpu().numpy())
+    return sums
+
+
+def accumulation_numbers(config: Any, device: str) -> dict[str, Any]:
+    """As nn's fp32_accumulation's extra (its ``spread``: the seeds are the caller's): the
+    first batch's kernel-gradient sums in an fp16 accumulator, at the configuration's batch
+    and at nn's small batch."""
+    from nn.experiments.accumulation import LOSS_SCALE, SMALL_BATCH, kernel_gradient_stats
+
+    found = kernel_gradient_stats(conv_kernel_sums(config, device, LOSS_SCALE))
+    found["small_batch"] = kernel_gradient_stats(conv_kernel_sums(
+        config.with_(batch_size=SMALL_BATCH), device, LOSS_SCALE))
+    found["spread"] = {}
+    return found
+
+
 # what an experiment measures beyond its runs, as nn's version of it does: name -> (the runs
 # trained, by label; config; device) -> extra numbers (for its findings)
 EXTRA: dict[str, Callable[[dict[str, Trained], Any, str], dict[str, Any]]] = {
@@ -336,6 +395,7 @@ EXTRA: dict[str, Callable[[dict[str, Trained], Any, str], dict[str, Any]]] = {
     "master-weights-lm": lambda trained, config, device: swamped_shares(
         [t.run for t in trained.values()], config),
     "master-weights": lambda trained, config, device: master_weights_numbers(trained, config),
+    "accumulation": lambda trained, config, device: accumulation_numbers(config, device),
 }
 
 

@@ -22,16 +22,13 @@ from nn.experiments.table import EXPERIMENTS, SCALED, UNSCALED  # noqa: E402
 
 def test_unsupported_experiments_are_refused_naming_the_supported_ones():
     with pytest.raises(ValueError, match="runs the experiments underflow, underflow-sgd, bf16, "
-                                         "master-weights-lm, master-weights; 'fp8' runs on "
-                                         "--backend nn only$"):
+                                         "master-weights-lm, master-weights, accumulation; "
+                                         "'fp8' runs on --backend nn only$"):
         torch_backend.check_supported("fp8")
     assert set(torch_backend.SUPPORTED) <= set(EXPERIMENTS)
 
 
-def test_statistics_and_accumulation_are_refused_with_the_knob_emulate_lacks(capsys):
-    with pytest.raises(ValueError, match="'accumulation' runs on --backend nn only "
-                                         r"\(.*no fp16 accumulator for the convolutions\)"):
-        torch_backend.check_supported("accumulation")
+def test_statistics_is_refused_with_the_knob_emulate_lacks(capsys):
     with pytest.raises(ValueError, match="'statistics' runs on --backend nn only "
                                          r"\(.*BatchNorm's statistics .* in float32"):
         torch_backend.check_supported("statistics")
@@ -219,3 +216,33 @@ def test_master_weights_runs_on_the_torch_cnn_with_adam_and_fp16_stored_weights(
     assert x["swamp_threshold"] == 1.0  # 3e-4 is below half an fp16 ulp from 1 up
     assert 0 < x["swamped_share"][PURE] <= 1 and x["swamped_share"][MIXED] == 0
     assert len(EXPERIMENTS["master-weights"].findings(result)) == 4  # nn's own words
+
+
+def test_accumulation_runs_on_the_torch_cnn_with_fp16_accumulators_in_its_convolutions():
+    config = EXPERIMENTS["accumulation"].config.with_(batch_size=8)
+    result = torch_backend.run_config("accumulation", config.with_(steps=2))
+    assert [r.label for r in result.runs] == ["fp32 accumulation", "fp16 accumulation"]
+    assert all(math.isfinite(r.test_loss) and r.final_loss_scale for r in result.runs)
+    x = result.extra
+    assert x["inner_dimensions"] == {"conv1": 8 * 8 * 8, "conv2": 8 * 4 * 4}  # batch x H x W
+    assert x["small_batch"]["inner_dimensions"] == {"conv1": 64 * 64, "conv2": 64 * 16}
+    assert all(0 < x["swamped_additions"][n] < 1 and x["relative_error"][n] > 0
+               for n in ("conv1", "conv2"))
+    assert len(EXPERIMENTS["accumulation"].findings(result)) == 3  # nn's own words
+
+
+def test_the_torch_kernel_gradient_operands_multiply_to_the_convolutions_weight_gradient():
+    """rows^T @ grads (the products the fp16 accumulator sums) is the kernel gradient torch
+    computes for the same batch, up to its fp32 accumulation and fp16 rounding."""
+    config = EXPERIMENTS["accumulation"].config.with_(batch_size=8)
+    sums = torch_backend.conv_kernel_sums(config, "cpu", 1.0)
+    (x, y), _ = torch_models.family(config).data(config)
+    model = ft.emulate(torch_models.family(config).build(config), "mixed_float16")
+    torch.nn.functional.cross_entropy(model(torch.from_numpy(x[:8])),
+                                      torch.from_numpy(y[:8])).backward()
+    for name in ("conv1", "conv2"):
+        rows, grads = sums[name]
+        weight = getattr(model, name).weight
+        assert rows.shape == (8 * (64 if name == "conv1" else 16), weight[0].numel())
+        got = (rows.T @ grads).T.reshape(weight.shape)
+        np.testing.assert_allclose(got, weight.grad.numpy(), rtol=2e-3, atol=1e-6)
