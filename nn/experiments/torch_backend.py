@@ -88,6 +88,10 @@ SUPPORTED: dict[str, tuple[Variant, ...]] = {
     "accumulation": (Variant("fp32 accumulation", "mixed_float16", scaled=True),
                      Variant("fp16 accumulation", "mixed_float16", scaled=True,
                              accumulators=(("conv2d", "float16"),))),
+    # nn's accumulation-lm: the logits layer's products in an fp16 accumulator
+    "accumulation-lm": (Variant("fp32 accumulation", "mixed_float16", scaled=True),
+                        Variant("fp16 accumulation", "mixed_float16", scaled=True,
+                                accumulators=(("logits", "float16"),))),
 }
 # experiments whose knob fpsim.torch.emulate does not have: name -> why (said when refused)
 REFUSED: dict[str, str] = {
@@ -332,15 +336,11 @@ def master_weights_numbers(trained: dict[str, Trained], config: Any) -> dict[str
             "swamp_threshold": swamp_threshold(config.learning_rate), "spread": {}}
 
 
-def conv_kernel_sums(config: Any, device: str, scale: float) -> dict[str, tuple[Any, Any]]:
-    """As nn's ``conv_kernel_sums``, on the torch CNN: per convolution of the mixed_float16
-    model (fp32 accumulation) on the first batch, loss times ``scale``, the two operands of
-    its kernel gradient as fp16 values in float64: the input's patches (one row per image and
-    output pixel, torch's (channel, row, column) patch order) and the output's gradient (one
-    row per the same)."""
-    import torch
-    import torch.nn.functional as F
-
+def first_batch_operands(config: Any, device: str, scale: float, kind: type
+                         ) -> dict[str, tuple[Any, Any]]:
+    """Per submodule of type ``kind`` in the mixed_float16 model (fp32 accumulation), on the
+    first batch with the loss times ``scale``: its input and its output's gradient, each
+    rounded to fp16 as emulate rounds them (float32 tensors on the CPU)."""
     import fpsim.torch as ft
 
     model_family = family(config)
@@ -354,22 +354,62 @@ def conv_kernel_sums(config: Any, device: str, scale: float) -> dict[str, tuple[
             output.register_hook(lambda g: seen[name].__setitem__(1, g.detach()))
         return hook
 
-    convs = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
-    handles = [m.register_forward_hook(keep(n)) for n, m in convs]
+    chosen: list[tuple[str, Any]] = [(n, m) for n, m in model.named_modules()
+                                     if isinstance(m, kind)]
+    handles = [m.register_forward_hook(keep(n)) for n, m in chosen]
     b = config.batch_size
-    xb = torch.from_numpy(x[:b]).to(device)
-    (_loss(model(xb), torch.from_numpy(y[:b]).to(device)) * scale).backward()
+    xb, yb = (torch_from(a[:b], device) for a in (x, y))
+    (_loss(model(xb), yb) * scale).backward()
     for h in handles:
         h.remove()
+    return {name: (ft.round(h_in, "fp16").cpu(), ft.round(g, "fp16").cpu())
+            for name, (h_in, g) in seen.items()}
+
+
+def torch_from(a: np.ndarray, device: str) -> Any:
+    """A numpy batch as a tensor on ``device``."""
+    import torch
+
+    return torch.from_numpy(a).to(device)
+
+
+def conv_kernel_sums(config: Any, device: str, scale: float) -> dict[str, tuple[Any, Any]]:
+    """As nn's ``conv_kernel_sums``, on the torch CNN: per convolution of the mixed_float16
+    model (fp32 accumulation) on the first batch, loss times ``scale``, the two operands of
+    its kernel gradient as fp16 values in float64: the input's patches (one row per image and
+    output pixel, torch's (channel, row, column) patch order) and the output's gradient (one
+    row per the same)."""
+    import torch
+    import torch.nn.functional as F
+
     sums = {}
-    for name, module in convs:
-        h_in, g = seen[name]
-        cols = F.unfold(ft.round(h_in, "fp16"), module.kernel_size,
-                        padding=tuple(k // 2 for k in module.kernel_size))  # "same", odd k
+    for name, (h_in, g) in first_batch_operands(config, device, scale,
+                                                torch.nn.Conv2d).items():
+        k = config.kernel_size
+        cols = F.unfold(h_in, k, padding=k // 2)  # "same" (nn's odd kernels)
         rows = cols.transpose(1, 2).reshape(-1, cols.shape[1])
-        grads = ft.round(g, "fp16").permute(0, 2, 3, 1).reshape(-1, g.shape[1])
-        sums[name] = (rows.double().cpu().numpy(), grads.double().cpu().numpy())
+        grads = g.permute(0, 2, 3, 1).reshape(-1, g.shape[1])
+        sums[name] = (rows.double().numpy(), grads.double().numpy())
     return sums
+
+
+def logits_kernel_swamping(config: Any, device: str, scale: float = 2.0**15
+                           ) -> dict[str, float]:
+    """As nn's ``kernel_gradient_swamping``, on the torch LM: the logits layer's kernel
+    gradient on the first batch (loss times ``scale``, the dynamic scale's start) summed over
+    batch x positions in an fp16 accumulator, from the torch model's own fp16 input and
+    output gradient: the share of additions swamped and the relative error."""
+    import torch
+
+    from nn.experiments.accumulation import sequential_fp16_sum
+
+    h, g = first_batch_operands(config, device, scale, torch.nn.Linear)["logits"]
+    rows = h.reshape(-1, h.shape[-1]).double().numpy()
+    grads = g.reshape(-1, g.shape[-1]).double().numpy()
+    fp16_sum, swamped = sequential_fp16_sum(rows, grads)
+    exact = rows.T @ grads
+    return {"swamped_additions": swamped,
+            "relative_error": float(np.linalg.norm(fp16_sum - exact) / np.linalg.norm(exact))}
 
 
 def accumulation_numbers(config: Any, device: str) -> dict[str, Any]:
@@ -396,6 +436,7 @@ EXTRA: dict[str, Callable[[dict[str, Trained], Any, str], dict[str, Any]]] = {
         [t.run for t in trained.values()], config),
     "master-weights": lambda trained, config, device: master_weights_numbers(trained, config),
     "accumulation": lambda trained, config, device: accumulation_numbers(config, device),
+    "accumulation-lm": lambda trained, config, device: logits_kernel_swamping(config, device),
 }
 
 

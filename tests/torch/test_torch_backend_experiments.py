@@ -22,8 +22,8 @@ from nn.experiments.table import EXPERIMENTS, SCALED, UNSCALED  # noqa: E402
 
 def test_unsupported_experiments_are_refused_naming_the_supported_ones():
     with pytest.raises(ValueError, match="runs the experiments underflow, underflow-sgd, bf16, "
-                                         "master-weights-lm, master-weights, accumulation; "
-                                         "'fp8' runs on --backend nn only$"):
+                                         "master-weights-lm, master-weights, accumulation, "
+                                         "accumulation-lm; 'fp8' runs on --backend nn only$"):
         torch_backend.check_supported("fp8")
     assert set(torch_backend.SUPPORTED) <= set(EXPERIMENTS)
 
@@ -246,3 +246,31 @@ def test_the_torch_kernel_gradient_operands_multiply_to_the_convolutions_weight_
         assert rows.shape == (8 * (64 if name == "conv1" else 16), weight[0].numel())
         got = (rows.T @ grads).T.reshape(weight.shape)
         np.testing.assert_allclose(got, weight.grad.numpy(), rtol=2e-3, atol=1e-6)
+
+
+def test_accumulation_lm_runs_on_the_torch_lm_with_an_fp16_accumulator_in_its_logits_layer():
+    config = EXPERIMENTS["accumulation-lm"].config.with_(sequence_length=16, batch_size=4,
+                                                         steps=2)
+    trained = {v.label: torch_backend._train(v, config, "cpu")
+               for v in torch_backend.SUPPORTED["accumulation-lm"]}
+    fp16 = trained["fp16 accumulation"].model.fpsim_emulation
+    assert fp16.accumulator("logits", "linear").name == "float16"
+    assert fp16.accumulator("blocks.0", "linear") is None
+    assert trained["fp32 accumulation"].model.fpsim_emulation.accumulator("logits",
+                                                                         "linear") is None
+    result = torch_backend.run_config("accumulation-lm", config)
+    assert 0 < result.extra["swamped_additions"] < 1 and result.extra["relative_error"] > 0
+    assert len(EXPERIMENTS["accumulation-lm"].findings(result)) == 2  # nn's own words
+
+
+def test_the_torch_logits_operands_multiply_to_the_logits_weight_gradient():
+    config = EXPERIMENTS["accumulation-lm"].config.with_(sequence_length=16, batch_size=4)
+    h, g = torch_backend.first_batch_operands(config, "cpu", 1.0, torch.nn.Linear)["logits"]
+    (x, y), _ = torch_models.family(config).data(config)
+    model = ft.emulate(torch_models.family(config).build(config), "mixed_float16")
+    logits = model(torch.from_numpy(x[:4]))
+    torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                      torch.from_numpy(y[:4]).reshape(-1)).backward()
+    got = h.reshape(-1, h.shape[-1]).double().T @ g.reshape(-1, g.shape[-1]).double()
+    np.testing.assert_allclose(got.T.numpy(), model.logits.weight.grad.numpy(), rtol=2e-3,
+                               atol=1e-6)
