@@ -69,11 +69,14 @@ class _Normalization(StatisticsFormat, Layer):
             t.grad_site = sites.weight_grad(var.name) if var.name else None
         return t
 
+    # the weights' names (Keras's; the PyTorch face's LayerNorm names them torch's way)
+    SCALE_NAME, CENTER_NAME = "gamma", "beta"
+
     def add_scale_center(self, shape: tuple[int, ...]) -> None:
         if self.scale:
-            self.gamma = self.add_weight("gamma", shape, self.gamma_initializer)
+            self.gamma = self.add_weight(self.SCALE_NAME, shape, self.gamma_initializer)
         if self.center:
-            self.beta = self.add_weight("beta", shape, self.beta_initializer)
+            self.beta = self.add_weight(self.CENTER_NAME, shape, self.beta_initializer)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "epsilon": self.epsilon, "center": self.center,
@@ -200,7 +203,11 @@ class LayerNormalization(_Normalization):
 @register
 class LayerNorm(LayerNormalization):
     """PyTorch face: ``LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True)`` over the
-    trailing ``normalized_shape`` axes; a thin wrapper over LayerNormalization."""
+    trailing ``normalized_shape`` axes; a thin wrapper over LayerNormalization. As torch's, its
+    weights exist at construction and are named ``weight`` and ``bias`` (None without
+    ``elementwise_affine``), so a torch ``state_dict`` loads as it is."""
+
+    SCALE_NAME, CENTER_NAME = "weight", "bias"
 
     def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
                  elementwise_affine: bool = True, dtype: Policy | str | None = None,
@@ -214,6 +221,24 @@ class LayerNorm(LayerNormalization):
         super().__init__(axis=tuple(range(-len(dims), 0)), epsilon=eps, center=affine,
                          scale=affine, dtype=dtype, name=name)
         self.expected_shape = tuple(dims)
+        self._build_once((None, *dims))
+
+    @property
+    def weight(self) -> Variable | None:
+        """torch's name of the scale (LayerNormalization's ``gamma``)."""
+        return self.gamma
+
+    @property
+    def bias(self) -> Variable | None:
+        """torch's name of the shift (LayerNormalization's ``beta``)."""
+        return self.beta
+
+    def check_input(self, x: Tensor) -> None:
+        k = len(self.expected_shape)  # (torch's "*" may be empty: no batch axis needed)
+        if x.ndim < k or x.shape[-k:] != self.expected_shape:
+            raise ValueError(f"layer '{self.name}' (LayerNorm) was made for normalized_shape "
+                             f"{self.expected_shape}: expected input of shape (*, "
+                             f"{', '.join(map(str, self.expected_shape))}), got {x.shape}")
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         super().build(input_shape)

@@ -221,3 +221,29 @@ def test_a_custom_module_with_conv_layernorm_and_functional_equals_torchs():
     mine, theirs = conv_net(face, x, kernel, fc), conv_net(torch, x, kernel, fc)
     for m, t in zip(mine, theirs, strict=True):
         np.testing.assert_allclose(m, t, rtol=1e-4, atol=1e-5)
+
+
+def test_layernorm_has_torchs_weight_and_bias_at_construction_and_loads_torchs_state_dict():
+    """torch.nn.LayerNorm's parameters exist before any input and are named weight and bias:
+    a torch state_dict loads unchanged and the outputs and gradients agree."""
+    rng = np.random.default_rng(5)
+    theirs = torch.nn.LayerNorm((3, 4), eps=1e-5)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(rng.normal(size=(3, 4)).astype(np.float32)))
+        theirs.bias.copy_(torch.tensor(rng.normal(size=(3, 4)).astype(np.float32)))
+    mine = face.nn.LayerNorm((3, 4), eps=1e-5)
+    assert [n for n, _ in mine.named_parameters()] == ["weight", "bias"]
+    assert mine.weight.shape == (3, 4) and mine.bias.shape == (3, 4)
+    mine.load_state_dict({k: face.tensor(v.detach().numpy())
+                          for k, v in theirs.state_dict().items()})
+    x = rng.normal(size=(2, 3, 4)).astype(np.float32) * 3
+    xt, xm = torch.tensor(x, requires_grad=True), face.tensor(x, requires_grad=True)
+    (theirs(xt) ** 2).sum().backward()
+    (mine(xm) ** 2).sum().backward()
+    np.testing.assert_allclose(as_np(mine(face.tensor(x))), theirs(torch.tensor(x)).detach(),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(as_np(xm.grad), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(as_np(mine.weight.grad), theirs.weight.grad.numpy(), rtol=1e-4,
+                               atol=1e-5)
+    plain = face.nn.LayerNorm(4, elementwise_affine=False)
+    assert plain.weight is None and plain.bias is None and list(plain.state_dict()) == []
