@@ -7,7 +7,8 @@ listed in ``PRODUCTS`` (``F.linear`` behind ``nn.Linear``, ``conv1d``/``conv2d``
 
 - forward: each operand rounded to the policy's input format (a block format: blocks along
   the axis the product reduces over), the product computed by torch in float32 (fp32
-  accumulation), the output rounded once to the compute format;
+  accumulation; with ``emulate(..., accumulator=...)`` in the chosen accumulator model, as
+  ``fpsim.torch.accumulate`` computes it), the output rounded once to the compute format;
 - backward: the output gradient rounded to the policy's gradient format, the backward
   products computed by torch in float32 from the rounded operands, and each operand's
   gradient rounded to the compute format (the format the operand was read in; the fp32
