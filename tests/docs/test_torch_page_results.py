@@ -22,7 +22,8 @@ def _claim_text(claim: dict) -> str:
 
 @pytest.mark.parametrize("name", ["torch_master_weights.json",
                                   "torch_master_weights_10_seeds.json",
-                                  "torch_cuda_master_weights_lm.json"])
+                                  "torch_cuda_master_weights_lm.json",
+                                  "torch_accumulation.json"])
 def test_each_quoted_results_file_has_its_claims_on_the_page(name):
     assert f"docs/results/{name}" in PAGE
     entries = json.loads((RESULTS / name).read_text())
@@ -52,3 +53,10 @@ def test_the_cuda_check_numbers_on_the_page_are_the_records():
     assert f"e4m3fn at {ratios['float8_e4m3fn']}x" in PAGE
     steps = dict(re.findall(r"^(char LM|CNN)\s+\S+\s+\S+\s+(\S+)$", record, re.M))
     assert f"took {steps['char LM']}x the plain float32 step, the CNN {steps['CNN']}x" in PAGE
+
+
+def test_the_accumulation_findings_on_the_page_are_the_results_files():
+    entry = json.loads((RESULTS / "torch_accumulation.json").read_text())
+    for line in entry["findings_first_seed"][:2]:  # the kernel-gradient sums, both batches
+        assert " ".join(line.split()) in PAGE
+    assert f"{entry['wall_time']:.0f} s for the seeds" in PAGE
