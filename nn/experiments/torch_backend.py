@@ -39,6 +39,12 @@ from typing import Any
 import numpy as np
 
 import fpsim
+from nn.experiments.accumulation import (
+    LOSS_SCALE,
+    SMALL_BATCH,
+    kernel_gradient_stats,
+    sequential_fp16_sum,
+)
 from nn.experiments.lm import LMConfig, LMRun, data_for, final_loss, first_nonfinite_step
 from nn.experiments.masters import MIXED, PURE, swamp_threshold
 from nn.experiments.result import ExperimentResult
@@ -401,8 +407,6 @@ def logits_kernel_swamping(config: Any, device: str, scale: float = 2.0**15
     output gradient: the share of additions swamped and the relative error."""
     import torch
 
-    from nn.experiments.accumulation import sequential_fp16_sum
-
     h, g = first_batch_operands(config, device, scale, torch.nn.Linear)["logits"]
     rows = h.reshape(-1, h.shape[-1]).double().numpy()
     grads = g.reshape(-1, g.shape[-1]).double().numpy()
@@ -416,8 +420,6 @@ def accumulation_numbers(config: Any, device: str) -> dict[str, Any]:
     """As nn's fp32_accumulation's extra (its ``spread``: the seeds are the caller's): the
     first batch's kernel-gradient sums in an fp16 accumulator, at the configuration's batch
     and at nn's small batch."""
-    from nn.experiments.accumulation import LOSS_SCALE, SMALL_BATCH, kernel_gradient_stats
-
     found = kernel_gradient_stats(conv_kernel_sums(config, device, LOSS_SCALE))
     found["small_batch"] = kernel_gradient_stats(conv_kernel_sums(
         config.with_(batch_size=SMALL_BATCH), device, LOSS_SCALE))
