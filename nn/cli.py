@@ -442,7 +442,7 @@ COMPARE_KINDS: dict[str, tuple[frozenset[str], str]] = {
     "experiment": (_RUNS | {"--experiment"},
                    "the table's experiments train for --steps steps per seed"),
     "torch": (frozenset({"--backend", "--device", "--scale", "--experiment", "--all", "--steps",
-                         "--quick", "--seeds", "--json", "--out", "--processes"}),
+                         "--quick", "--seeds", "--json", "--out", "--processes", "--resume"}),
               "--backend torch runs --experiment NAME (or --all of its experiments) from "
               "--seeds on fpsim.torch"),
     "torch what-if": (frozenset({"--backend", "--device", "--scale", "--what-if",
@@ -575,7 +575,8 @@ def _what_if_torch(args: argparse.Namespace) -> None:
 
 def _finished(args: argparse.Namespace) -> dict[str, object]:
     """``--resume``: the experiments ``--json``'s file already holds with the seeds and steps
-    this command would use."""
+    this command would use, on its backend (an entry without one is nn's) and, on torch, its
+    device and scale."""
     if not (args.all and args.json):
         raise ValueError("--resume goes with --all and --json PATH")
     path = Path(args.json)
@@ -589,7 +590,10 @@ def _finished(args: argparse.Namespace) -> dict[str, object]:
         seed_list = args.seeds if args.seeds is not None else list(range(entry.default_seeds))
         steps = args.steps if args.steps is not None else (
             ex.QUICK_STEPS if args.quick else entry.config.steps)
-        if r.get("seeds") == seed_list and r.get("steps") == steps:
+        same_backend = r.get("backend", "nn") == args.backend and (
+            args.backend != "torch"
+            or (r.get("device"), r.get("scale")) == (args.device, args.scale))
+        if r.get("seeds") == seed_list and r.get("steps") == steps and same_backend:
             kept[entry.name] = r
     return kept
 

@@ -127,3 +127,32 @@ def test_an_unwritable_json_or_an_nn_only_experiment_exits_non_zero_before_train
     assert "--json" in capsys.readouterr().err
     assert main(["compare", "--backend", "torch", "--experiment", "digits"]) != 0
     assert "'digits' runs on --backend nn only" in capsys.readouterr().err
+
+
+def test_resume_on_torch_keeps_entries_of_the_same_backend_device_and_scale_only(
+        tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    ran: list[str] = []
+
+    def fake(name: str, config: object, **kwargs: object) -> object:
+        ran.append(name)
+        raise RuntimeError("stop here")  # (only which experiments would run matters)
+
+    monkeypatch.setattr(torch_backend, "warm_up", lambda name, device="cpu": 0.0)
+    names = list(torch_backend.SUPPORTED)
+    common = {"seeds": [0], "steps": 1}
+    entries = [{"experiment": names[0], **common, "backend": "torch", "device": "cpu",
+                "scale": 1, "marker": "kept"},
+               {"experiment": names[1], **common, "backend": "torch", "device": "cpu",
+                "scale": 2},  # another scale: rerun
+               {"experiment": names[2], **common}]  # nn's (no backend): rerun
+    entries += [{"experiment": n, **common, "backend": "torch", "device": "cpu", "scale": 1}
+                for n in names[3:]]
+    path = tmp_path / "all.json"
+    path.write_text(json.dumps(entries))
+    monkeypatch.setattr(torch_backend, "run_config", fake)
+    with pytest.raises(RuntimeError, match="stop here"):
+        main(["compare", "--backend", "torch", "--all", "--resume", "--seeds", "1", "--steps",
+              "1", "--processes", "1", "--json", str(path), "--out", str(tmp_path)])
+    assert ran == [names[1]]  # the first one not kept
+    assert f"experiment {names[0]}: kept from" in capsys.readouterr().out

@@ -50,8 +50,6 @@ def test_every_torch_experiment_has_a_torch_model_and_its_extra_numbers():
 def test_the_cli_refuses_options_the_torch_backend_lacks(capsys):
     assert main(["compare", "--backend", "torch", "--experiment", "fp8", "--steps", "1"]) != 0
     assert "'fp8' runs on --backend nn only" in capsys.readouterr().err
-    assert main(["compare", "--backend", "torch", "--all", "--resume", "--json", "x.json"]) != 0
-    assert "--resume does not apply here" in capsys.readouterr().err
     assert main(["compare", "--backend", "torch", "--experiment", "bf16",
                  "--blas-threads", "2"]) != 0
     assert "--blas-threads does not apply here" in capsys.readouterr().err
