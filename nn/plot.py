@@ -302,7 +302,10 @@ def experiment_draw(seeded: Any) -> Any:
             f" (gap {c.verdict.gap_mean:+.4f}, 95% [{c.verdict.gap_ci95[0]:+.4f}, "
             f"{c.verdict.gap_ci95[1]:+.4f}])")
         for c in seeded.claims())
-    lines = [experiments.experiment(seeded.name).title, verdicts,
+    title = experiments.experiment(seeded.name).title
+    if result is not None and result.extra.get("backend") == "torch":  # (fpsim compare's own)
+        title += f" [torch, {result.extra.get('device', 'cpu')}]"
+    lines = [title, verdicts,
              f"{seeded.ran_config.describe()} (seeds "
              f"{', '.join(map(str, seeded.seeds))})"]
     width = 100 * panels  # characters that fit across the figure at this font size

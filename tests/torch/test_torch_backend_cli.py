@@ -156,3 +156,22 @@ def test_resume_on_torch_keeps_entries_of_the_same_backend_device_and_scale_only
               "1", "--processes", "1", "--json", str(path), "--out", str(tmp_path)])
     assert ran == [names[1]]  # the first one not kept
     assert f"experiment {names[0]}: kept from" in capsys.readouterr().out
+
+
+def test_the_torch_picture_names_the_backend_and_draws_the_accumulation_detail(
+        tiny: None) -> None:
+    import matplotlib.pyplot as plt
+
+    from nn.experiments import seeds
+    from nn.plot import experiment_draw
+
+    config = EXPERIMENTS["accumulation"].config.with_(steps=1)
+    seeded = seeds.run_seeds("accumulation", [0], config=config, processes=1,
+                             run=torch_backend.runner("accumulation"))
+    fig = experiment_draw(seeded)
+    try:
+        assert "convolutions" in fig._suptitle.get_text()
+        assert "[torch, cpu]" in fig._suptitle.get_text()
+        assert len(fig.axes) == 2  # the replayed fp16 running sum of the first convolution
+    finally:
+        plt.close(fig)
