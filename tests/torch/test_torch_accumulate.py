@@ -207,3 +207,25 @@ def test_a_per_tensor_fp8_recipe_takes_an_accumulator_with_exact_sums_unchanged(
     got = ft.emulate(emulated.to(DEVICE), "fp8_hybrid_current",
                      accumulator="hopper_fp8_promote128")(x.to(DEVICE))
     assert got.dtype == torch.float32 and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("sa,sb", [((1, 4, 5), (3, 5, 2)), ((2, 1, 4, 5), (3, 5, 2)),
+                                   ((5,), (3, 5, 2)), ((3, 4, 5), (5,)), ((4, 5), (2, 3, 5, 2))])
+def test_matmul_broadcasting_of_every_kind_gives_torchs_values_and_gradients(sa, sb):
+    """numpy's matmul broadcasting (a batch of one, a missing batch, 1-D operands), forward
+    and backward, on sums exact in fp16."""
+    class Product(torch.nn.Module):
+        def forward(self, a, b):
+            return a @ b
+
+    a, b = _integers(*sa, seed=11), _integers(*sb, seed=12)
+    got = [t.clone().to(DEVICE).requires_grad_(True) for t in (a, b)]
+    want = [t.clone().requires_grad_(True) for t in (a, b)]
+    y = ft.emulate(Product(), "mixed_float16", accumulator="float16")(*got)
+    y_plain = Product()(*want)
+    assert torch.equal(y.detach().cpu(), y_plain.detach())
+    g = _integers(*y_plain.shape, seed=13)
+    y.backward(g.to(DEVICE))
+    y_plain.backward(g)
+    for t, w in zip(got, want, strict=True):
+        assert torch.equal(t.grad.cpu(), w.grad)
