@@ -374,9 +374,7 @@ def quantize(
         counts = np.sum(_kernels.run(
             mx_quantize_f32, nblocks, (rows.reshape(-1), out.reshape(-1)),
             (n, bf.block, SCALE_RULES.index(rule), elem.emax, elem.max, elem.mantissa_bits, p,
-             counting), work=rows.size), axis=0)
-        if bf.integer:
-            np.add(out, 0.0, out=out)  # integers have no -0: -0 + 0 = +0
+             bf.integer, counting), work=rows.size), axis=0)
     else:
         counts = _run_blocks(rows, out, None, None, bf, rule, mode, rng, rng_bits, counting)[0]
     if counting:
