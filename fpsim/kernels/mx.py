@@ -92,8 +92,8 @@ def next_block(bits, r, c, n, block, nb):
     integer max vectorizes."""
     start, end, r, c = block_span(r, c, n, block, nb)
     amax_bits = np.int32(0)
-    for i in range(start, end):
-        amax_bits = max(amax_bits, bits[np.uint64(i)] & _ABS)
+    for i in range(start, end):  # in int32 throughout: twice the lanes of numba's int64
+        amax_bits = np.int32(max(amax_bits, np.int32(bits[np.uint64(i)] & _ABS)))
     return start, end, amax_bits, r, c
 
 
