@@ -71,7 +71,10 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   looks both factors up in 256-entry tables (fpsim.kernels.mx_decode). NVFP4's tensor amax
   is one kernel pass over the bits. A copy made to put ``axis`` last takes the result in
   place, so every path peaks within 2x the input. ``explain`` keeps the numpy reference path
-  (float64).
+  (float64). Every kernel takes a range of whole blocks, and large arrays are split by blocks
+  over threads (fpsim.kernels.threads, ``FPSIM_NUM_THREADS``): blocks are independent and
+  each element draws its random bits from its own index, so any thread count gives the same
+  bits.
 
 Monitor: with ``fpsim.monitor()`` active, each call records under its site (default
 ``"mx"``) in ``Monitor.blocks``: blocks, elements, elements saturated (scaled magnitude above
@@ -343,6 +346,14 @@ def quantize(
     "stochastic", ``rng_bits`` sets its random bits per element as in ``fpsim.round``). See
     the module docstring for every rule.
 
+    Stochastic elements draw as ``fpsim.round`` does: one 63-bit seed from ``rng`` (an int
+    seed, a Generator, which advances, or None), then for the element at flat index i of the
+    array with ``axis`` moved last, the top 56 bits of splitmix64 of (seed, i), or their top
+    ``rng_bits``. An element rounds only to one of its two neighbours, away from zero with
+    probability ``floor(f * 2^r) / 2^r`` for its fraction ``f`` of the spacing (``r`` the
+    random bits, exactly ``f`` once ``r`` covers the dropped bits), and the same seed gives
+    the same bits whatever the thread count.
+
     >>> quantize(np.float32([500.0, 1.0, -3.3]), "mxfp8_e4m3")
     array([448. ,   1. ,  -3.25], dtype=float32)
     """
@@ -374,9 +385,7 @@ def quantize(
         counts = np.sum(_kernels.run(
             mx_quantize_f32, nblocks, (rows.reshape(-1), out.reshape(-1)),
             (n, bf.block, SCALE_RULES.index(rule), elem.emax, elem.max, elem.mantissa_bits, p,
-             counting), work=rows.size), axis=0)
-        if bf.integer:
-            np.add(out, 0.0, out=out)  # integers have no -0: -0 + 0 = +0
+             bf.integer, counting), work=rows.size), axis=0)
     else:
         counts = _run_blocks(rows, out, None, None, bf, rule, mode, rng, rng_bits, counting)[0]
     if counting:

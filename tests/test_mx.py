@@ -285,3 +285,44 @@ def test_monitor_summary_lists_the_block_counts():
         mx.quantize(np.float32([500.0, 1.0, 1e-4]), "mxfp8_e4m3", site="w")
     assert "w (mxfp8_e4m3): 1 blocks, 3 elements; saturated 1, flushed 1, clipped blocks 1" in (
         m.summary())
+
+
+def _splitmix64_top56(seed: int, i: int) -> int:
+    """The documented draw of element i (pure Python): the top 56 bits of splitmix64 of the
+    counter seed + (i + 1) * golden."""
+    mask = 2**64 - 1
+    z = (seed + (i + 1) * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return (z ^ (z >> 31)) >> 8
+
+
+@pytest.mark.parametrize("rng_bits", [None, 1, 3, 8])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_stochastic_elements_follow_the_documented_draw_element_by_element(rng_bits, axis):
+    """Against a pure-Python oracle of quantize's docstring: seed = the first draw of
+    default_rng(rng) in [0, 2^63); element i (flat index, axis moved last) takes the top r bits
+    v of splitmix64's top 56 and rounds away from zero iff v >= 2^r - floor(f * 2^r), f its
+    fraction of the spacing (the full draw: the low 51 bits, as many as E2M1 drops from a
+    float64); so exactly floor(f * 2^r) of the 2^r draws round up."""
+    rng = np.random.default_rng(8)
+    shape = (3, 64) if axis == -1 else (64, 3)
+    mag = rng.uniform(1.0, 6.0, shape).astype(np.float32)  # E2M1's normal range, scale 2^0
+    x = np.where(rng.random(shape) < 0.5, -mag, mag).astype(np.float32)
+    rows = np.moveaxis(x, axis, -1)  # a view: writes reach x
+    rows[:, ::32] = 6.0  # every block's amax 6: the scale is 2^0, q = x
+    got = np.moveaxis(mx.quantize(x, "mxfp4_e2m1", axis=axis, mode="stochastic", rng=21,
+                                  rng_bits=rng_bits), axis, -1).reshape(-1)
+    seed = int(np.random.default_rng(21).integers(0, 2**63, dtype=np.int64))
+    dropped = 51  # float64's 52 fraction bits less E2M1's 1
+    r = dropped if rng_bits is None else rng_bits
+    for i, xi in enumerate(np.ascontiguousarray(rows).reshape(-1)):
+        a = Fraction(abs(float(xi)))
+        spacing = Fraction(1, 2) if a < 2 else Fraction(1) if a < 4 else Fraction(2)
+        lower = (a // spacing) * spacing
+        f = (a - lower) / spacing
+        u = _splitmix64_top56(seed, i)
+        v = u % 2**dropped if rng_bits is None else u >> (56 - r)
+        up = f != 0 and v >= 2**r - math.floor(f * 2**r)
+        want = float(lower + spacing if up else lower) * (-1.0 if xi < 0 else 1.0)
+        assert got[i] == want, (i, float(xi), float(got[i]), want)

@@ -92,8 +92,8 @@ def next_block(bits, r, c, n, block, nb):
     integer max vectorizes."""
     start, end, r, c = block_span(r, c, n, block, nb)
     amax_bits = np.int32(0)
-    for i in range(start, end):
-        amax_bits = max(amax_bits, bits[np.uint64(i)] & _ABS)
+    for i in range(start, end):  # in int32 throughout: twice the lanes of numba's int64
+        amax_bits = np.int32(max(amax_bits, np.int32(bits[np.uint64(i)] & _ABS)))
     return start, end, amax_bits, r, c
 
 
@@ -145,10 +145,13 @@ def _element(x, down, up, fmax, p):
 
 
 @njit(nogil=True, cache=True)
-def mx_quantize_f32(src, dst, lo, hi, n, block, rule, emax, max_elem, mant_bits, p, count):
+def mx_quantize_f32(src, dst, lo, hi, n, block, rule, emax, max_elem, mant_bits, p, integer,
+                    count):
     """dst = src block-quantized for the blocks lo..hi-1 (src, dst: 1-D float32 views of C
     arrays of rows of n elements, blocked along the rows; block b is row b // nb, elements
     (b % nb) * block onwards). Blocks are independent, so ranges of them run in parallel.
+    ``integer`` (MXINT8): each value plus +0.0, as its integers have no -0 (-0 + 0 = +0;
+    the other formats add -0.0, which changes nothing), in the same pass.
 
     Returns int64 counts (blocks, saturated elements, flushed elements, clipped blocks) when
     ``count`` (else zeros): a saturated element's scaled magnitude exceeds max; a flushed one
@@ -158,6 +161,7 @@ def mx_quantize_f32(src, dst, lo, hi, n, block, rule, emax, max_elem, mant_bits,
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     fmax = np.float32(max_elem)
+    z = np.float32(0.0) if integer else np.float32(-0.0)
     r, c = first_block(lo, nb)
     for _ in range(lo, hi):
         start, end, amax_bits, r, c = next_block(bits, r, c, n, block, nb)
@@ -171,7 +175,7 @@ def mx_quantize_f32(src, dst, lo, hi, n, block, rule, emax, max_elem, mant_bits,
         if not count:
             for i in range(start, end):
                 j = np.uint64(i)  # an unsigned index: no wraparound check, so it vectorizes
-                dst[j] = _element(src[j], down, up, fmax, p)[2]
+                dst[j] = _element(src[j], down, up, fmax, p)[2] + z
             continue
         saturated = np.int32(0)
         flushed = np.int32(0)
@@ -180,7 +184,7 @@ def mx_quantize_f32(src, dst, lo, hi, n, block, rule, emax, max_elem, mant_bits,
             v, ra, out = _element(src[j], down, up, fmax, p)
             saturated += np.int32(abs(v) > fmax)
             flushed += np.int32((v != 0) & (ra == 0))
-            dst[j] = out
+            dst[j] = out + z
         counts[0] += 1
         counts[1] += saturated
         counts[2] += flushed

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fpsim.kernels.general import MODE_KERNELS, ModeBits, _round_bits
+from fpsim.kernels.general import MODE_KERNELS, RANDOM_BITS, ModeBits, _round_bits
 from fpsim.kernels.mx import (
     _INF_BITS,
     fill_nan,
@@ -55,7 +55,18 @@ def mx_stochastic_f32(src, dst, lo, hi, n, block, two_level, tensor_scale, rule,
     tensor_scale``, the block scale rounded to nearest even in E4M3 (``scale``: its (SHIFT,
     C_SUB, max)). ``c``: the float64 carrier, ``fe``: the element format's constants
     (saturating)."""
-    m = _stochastic(rb)
+    if rb == RANDOM_BITS:  # the full draw: rb a constant, so its shifts and selects fold
+        _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max_elem,
+                mant_bits, integer, scale, _stochastic(RANDOM_BITS), seed, c, fe)
+    else:
+        _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max_elem,
+                mant_bits, integer, scale, _stochastic(rb), seed, c, fe)
+
+
+@njit(inline="always")
+def _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max_elem,
+            mant_bits, integer, scale, m, seed, c, fe):
+    """mx_stochastic_f32's block loop with the mode's switches ``m``."""
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     z = 0.0 if integer else -0.0  # + z: MXINT8's integers have no -0
