@@ -135,12 +135,19 @@ def test_tensor_products_with_exact_sums_equal_torchs_own(op):
             return torch.matmul(a, b[0])  # b broadcast over a's batch
 
     a, b, c = _integers(3, 4, 5, seed=1), _integers(3, 5, 2, seed=2), _integers(3, 4, 2, seed=3)
-    want = [t.clone().requires_grad_(True) for t in (a, b)]
-    got = [t.clone().to(DEVICE).requires_grad_(True) for t in (a, b)]
-    y_plain = Product()(*want, c)
-    y = ft.emulate(Product(), "mixed_float16", accumulator="float16")(*got, c.to(DEVICE))
+    _check_against_torch(Product, (a, b), (c,))
+
+
+def _check_against_torch(product: type, operands: tuple, constants: tuple = ()) -> None:
+    """``product()`` emulated with an fp16 accumulator against plain torch on sums exact in
+    fp16: the same values, and the same gradient for every operand."""
+    want = [t.clone().requires_grad_(True) for t in operands]
+    got = [t.clone().to(DEVICE).requires_grad_(True) for t in operands]
+    y_plain = product()(*want, *constants)
+    y = ft.emulate(product(), "mixed_float16", accumulator="float16")(
+        *got, *(t.to(DEVICE) for t in constants))
     assert torch.equal(y.detach().cpu(), y_plain.detach())
-    g = _integers(*y.shape, seed=4)
+    g = _integers(*y_plain.shape, seed=4)
     y.backward(g.to(DEVICE))
     y_plain.backward(g)
     for t, w in zip(got, want, strict=True):
@@ -218,14 +225,4 @@ def test_matmul_broadcasting_of_every_kind_gives_torchs_values_and_gradients(sa,
         def forward(self, a, b):
             return a @ b
 
-    a, b = _integers(*sa, seed=11), _integers(*sb, seed=12)
-    got = [t.clone().to(DEVICE).requires_grad_(True) for t in (a, b)]
-    want = [t.clone().requires_grad_(True) for t in (a, b)]
-    y = ft.emulate(Product(), "mixed_float16", accumulator="float16")(*got)
-    y_plain = Product()(*want)
-    assert torch.equal(y.detach().cpu(), y_plain.detach())
-    g = _integers(*y_plain.shape, seed=13)
-    y.backward(g.to(DEVICE))
-    y_plain.backward(g)
-    for t, w in zip(got, want, strict=True):
-        assert torch.equal(t.grad.cpu(), w.grad)
+    _check_against_torch(Product, (_integers(*sa, seed=11), _integers(*sb, seed=12)))
