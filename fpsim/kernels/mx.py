@@ -105,6 +105,14 @@ def fill_nan(dst, start, end):
 
 
 @njit(inline="always")
+def nan_block_codes(ecodes, scodes, b, start, end, nan_code):
+    """The codes of a block holding NaN or inf: element codes 0, the scale's NaN code."""
+    for i in range(start, end):
+        ecodes[np.uint64(i)] = 0
+    scodes[b] = nan_code
+
+
+@njit(inline="always")
 def pow2_f64(k):
     """2^k as a float64 for -1022 <= k <= 1023, from its bits (no libm call)."""
     return np.int64((k + 1023) << 52).view(np.float64)
@@ -210,9 +218,7 @@ def mx_encode_f32(src, ecodes, scodes, lo, hi, n, block, rule, emax, max_elem, m
     for b in range(lo, hi):
         start, end, amax_bits, r, c = next_block(bits, r, c, n, block, nb)
         if amax_bits >= _INF_BITS:
-            for i in range(start, end):
-                ecodes[np.uint64(i)] = 0
-            scodes[b] = 0xFF
+            nan_block_codes(ecodes, scodes, b, start, end, 0xFF)
             continue
         e = shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits)
         scodes[b] = np.uint8(e + 127)

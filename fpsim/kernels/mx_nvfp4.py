@@ -41,6 +41,7 @@ from fpsim.kernels.mx import (
     fill_nan,
     first_block,
     magnitude_code,
+    nan_block_codes,
     next_block,
 )
 from fpsim.kernels.mx_general import code_of
@@ -109,9 +110,7 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
     for b in range(lo, hi):
         start, end, amax_bits, r, c = next_block(bits, r, c, n, block, nb)
         if amax_bits >= _INF_BITS:
-            for i in range(start, end):
-                ecodes[np.uint64(i)] = 0
-            scodes[b] = nan_code
+            nan_block_codes(ecodes, scodes, b, start, end, nan_code)
             continue
         d, s = block_divisor(amax_bits, tensor_scale, e_max, scale)
         scodes[b] = code_of(s, smant, sbias, semin, 0)
