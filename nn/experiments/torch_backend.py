@@ -347,6 +347,8 @@ def first_batch_operands(config: Any, device: str, scale: float, kind: type
     """Per submodule of type ``kind`` in the mixed_float16 model (fp32 accumulation), on the
     first batch with the loss times ``scale``: its input and its output's gradient, each
     rounded to fp16 as emulate rounds them (float32 tensors on the CPU)."""
+    import torch
+
     import fpsim.torch as ft
 
     model_family = family(config)
@@ -364,19 +366,12 @@ def first_batch_operands(config: Any, device: str, scale: float, kind: type
                                      if isinstance(m, kind)]
     handles = [m.register_forward_hook(keep(n)) for n, m in chosen]
     b = config.batch_size
-    xb, yb = (torch_from(a[:b], device) for a in (x, y))
+    xb, yb = (torch.from_numpy(a[:b]).to(device) for a in (x, y))
     (_loss(model(xb), yb) * scale).backward()
     for h in handles:
         h.remove()
     return {name: (ft.round(h_in, "fp16").cpu(), ft.round(g, "fp16").cpu())
             for name, (h_in, g) in seen.items()}
-
-
-def torch_from(a: np.ndarray, device: str) -> Any:
-    """A numpy batch as a tensor on ``device``."""
-    import torch
-
-    return torch.from_numpy(a).to(device)
 
 
 def conv_kernel_sums(config: Any, device: str, scale: float) -> dict[str, tuple[Any, Any]]:

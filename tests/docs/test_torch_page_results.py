@@ -60,3 +60,11 @@ def test_the_accumulation_findings_on_the_page_are_the_results_files():
     for line in entry["findings_first_seed"][:2]:  # the kernel-gradient sums, both batches
         assert " ".join(line.split()) in PAGE
     assert f"{entry['wall_time']:.0f} s for the seeds" in PAGE
+
+
+def test_the_gpu_runs_findings_and_time_on_the_page_are_the_results_files():
+    entry = json.loads((RESULTS / "torch_cuda_master_weights_lm.json").read_text())
+    swamped = [line for line in entry["findings_first_seed"] if "no master" in line]
+    assert swamped and " ".join(swamped[0].split()) in PAGE
+    assert f"({entry['wall_time']:.0f} s for the five seeds)" in PAGE
+    assert entry["gpu"] in PAGE and entry["device"] == "cuda" and entry["scale"] == 8
