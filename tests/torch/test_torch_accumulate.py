@@ -226,3 +226,11 @@ def test_matmul_broadcasting_of_every_kind_gives_torchs_values_and_gradients(sa,
             return a @ b
 
     _check_against_torch(Product, (_integers(*sa, seed=11), _integers(*sb, seed=12)))
+
+
+def test_every_product_with_an_accumulator_function_is_one_emulate_catches():
+    from fpsim.torch.accumulate import PRODUCT_FUNCTIONS
+    from fpsim.torch.emulate import PRODUCT_NAMES
+
+    assert set(PRODUCT_FUNCTIONS) < PRODUCT_NAMES  # (attention is the one without)
+    assert PRODUCT_NAMES - set(PRODUCT_FUNCTIONS) == {"attention"}
