@@ -308,8 +308,16 @@ def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule
         (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
          elem.mantissa_bits, bf.integer, _nearest_constants(E4M3FN),
          RANDOM_BITS if rng_bits is None else rng_bits, _seed(rng),
-         _kernels.carrier_constants(f64), format_constants(elem, f64, True, "saturate")),
+         _kernels.carrier_constants(f64), format_constants(elem, f64, True, "saturate"),
+         _stochastic_f32_constants(elem)),
         work=rows.size)
+
+
+def _stochastic_f32_constants(elem: Format) -> tuple[int, int, int, int, int]:
+    """(mantissa bits, emin, bits of the smallest subnormal 2^qe and of max as float32, qe)
+    of an MX element format, for fpsim.kernels.mx_stochastic's float32 rounding."""
+    f = format_constants(elem, np.dtype(np.float32), True, "saturate")
+    return f.M, f.EMIN, f.Q_BITS, f.MAX_BITS, elem.emin - elem.mantissa_bits
 
 
 def _fused_nvfp4(arr: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,

@@ -147,6 +147,34 @@ def test_fused_stochastic_kernel_with_rng_bits_draws_what_the_general_kernel_dra
     same_bits(mx.quantize(x, name, **kw), general(x, name, **kw))
 
 
+def near_smallest_subnormals(name: str, seed: int) -> np.ndarray:
+    """Blocks of 32 whose amax 2^(emax + 1) - 1 ulp fixes the scale 2^0 ... and whose other
+    values sit around the element format's smallest subnormal 2^qe (a quarter of it to four
+    times it), plus blocks where x * 2^-e falls below float32's normal range."""
+    elem = mx.get_block_format(name).element
+    qe = elem.emin - elem.mantissa_bits
+    rng = np.random.default_rng(seed)
+    x = (2.0 ** rng.uniform(qe - 2, qe + 2, (8, 64)) * rng.choice([-1, 1], (8, 64)))
+    x[:, ::32] = np.nextafter(np.float32(2.0 ** (elem.emax + 1)), np.float32(0))
+    x[6] = rng.standard_normal(64) * 1e-38  # scaled down by 2^e > 0: float32 subnormals
+    x[6, ::32] = 3e38
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in mx.BLOCK_FORMATS
+                                        if not mx.get_block_format(n).two_level))
+@pytest.mark.parametrize("rng_bits", [None, 1, 2, 7, 20, 21, 23, 24, 25, 30, 40, 55, 56])
+def test_mx_stochastic_float32_rounding_equals_the_float64_carriers_for_any_random_bits(
+        name, rng_bits):
+    # the fused kernel rounds an MX quotient on its float32 bits, the general kernel on the
+    # float64 carrier; the draw's bits must line up for every split of rb against the s
+    # dropped bits, and below the smallest subnormal
+    for seed in range(2):
+        for x in (near_smallest_subnormals(name, seed), hard((7, 83), seed)):
+            kw = dict(mode="stochastic", rng=seed + 3, rng_bits=rng_bits)
+            same_bits(mx.quantize(x, name, **kw), general(x, name, **kw))
+
+
 @pytest.mark.parametrize("name", sorted(mx.BLOCK_FORMATS))
 @pytest.mark.parametrize("n", [1, 15, 17, 33, 1000])
 def test_fused_kernels_agree_with_the_general_kernel_on_odd_lengths(name, n):

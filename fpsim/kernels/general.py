@@ -104,6 +104,16 @@ def _tiny_threshold(rule, half_q_bits):
 
 
 @njit(inline="always")
+def draw(seed, i):
+    """Element i's 56 uniform random bits (an int64): the top 56 bits of splitmix64 of the
+    counter ``i + 1`` from ``seed``, the one stream of every stochastic kernel."""
+    z = np.uint64(seed) + np.uint64(i + 1) * _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return np.int64((z ^ (z >> np.uint64(31))) >> np.uint64(8))
+
+
+@njit(inline="always")
 def _round_bits_overflow(bits, m, stochastic, seed, i, c, f):
     """(carrier bit pattern of ``bits``'s value rounded to the format, overflowed): overflowed
     is True when the rounded magnitude exceeded max (before inf/NaN/clamping), or for inf/NaN
@@ -119,12 +129,7 @@ def _round_bits_overflow(bits, m, stochastic, seed, i, c, f):
     a = min(a_in, INF_BITS)  # NaN payloads must not carry out of the int64 when rounded
     sign = bits & c.SIGN_MASK
     negative = sign != 0
-    u = np.int64(0)
-    if stochastic:  # 56 uniform random bits for element i (splitmix64 of a counter)
-        z = np.uint64(seed) + np.uint64(i + 1) * _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * _MIX1
-        z = (z ^ (z >> np.uint64(27))) * _MIX2
-        u = np.int64((z ^ (z >> np.uint64(31))) >> np.uint64(8))
+    u = draw(seed, i) if stochastic else np.int64(0)
     eb = a >> CM
     # s dropped bits: CM - M, plus the distance below the normal range (subnormal spacing)
     s_full = CM - M + (max(EMIN + CBIAS - max(eb, 1), 0) if f.SUBNORMALS else 0)

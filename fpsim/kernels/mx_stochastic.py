@@ -4,11 +4,31 @@ draw; fewer: ``rng_bits``).
 
 The same decisions as fpsim.kernels.mx_general (fpsim.mx's reference list) for
 ``mode="stochastic"``, element for element and with the same random stream (element i of the
-flat array draws splitmix64 of its index, as every fpsim kernel), so the two agree bit for bit.
-What makes it fast: the block walk and amax from the float32 bits (fpsim.kernels.mx), an MX
-block's quotient ``x / 2^e`` as the product ``x * 2^-e`` (both exact in float64, so the same
-number), and the rounding's mode switches compile-time constants (every switch of the
-stochastic mode but its random bits, so LLVM folds every branch of the other modes).
+flat array draws fpsim.kernels.general.draw of its index, as every fpsim kernel), so the two
+agree bit for bit. What makes it fast: the block walk and amax from the float32 bits
+(fpsim.kernels.mx), and the rounding's mode switches compile-time constants. An MX element is
+rounded on its float32 bits (``_element_f32``), NVFP4's quotient ``x / d`` on the float64
+carrier (fpsim.kernels.general, every switch of the stochastic mode but its random bits
+constant, so LLVM folds every branch of the other modes).
+
+Why an MX element may round in float32: its quotient ``q = x * 2^-e`` is a float32 with the
+same 24-bit significand as x (scaling by a power of two is exact) unless it lies below
+float32's normal range. The general kernel rounds q on the float64 carrier, whose bits are
+
+    S|EEEEEEEEEEE|MMMMMMMMMMMMMMMMMMMMMMM|00000000000000000000000000000      (29 zero bits)
+                  '-- float32's 23 bits --'
+
+and drops s + 29 of them (s: what the float32 carrier drops), adding the draw's low s + 29
+bits ``u & mask``: a carry into the kept bits happens iff the float32 bits' dropped part plus
+the draw's bits 29.. (``u >> 29``, s of them) reach 2^s, since the 29 low bits of the sum
+cannot carry on their own. With ``rb < 56`` bits, ``v`` (the draw's top rb bits) is added
+at the top of the dropped bits, so likewise only its part above those 29 bits counts:
+``v << (s - rb)`` or ``v >> (rb - s)`` in float32 units. Below the format's smallest
+subnormal ``2^qe`` a value goes up to it iff ``v < floor(f * 2^rb)``, ``f = |q| / 2^qe``,
+and ``|q| * 2^(rb - qe)`` is an exact float32 scaling whose truncation to int64 is that
+floor. A q below float32's normal range (rounded there) has ``f * 2^56 < 1`` for every MX
+element format (smallest subnormal at least 2^-16), so it goes to a signed zero either way.
+Tests check that both kernels agree bit for bit (tests/test_mx_fused_kernels.py).
 Kernels assume validated input (fpsim.mx checks and packs the arguments).
 """
 
@@ -17,13 +37,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fpsim.kernels.general import MODE_KERNELS, RANDOM_BITS, ModeBits, _round_bits
+from fpsim.kernels.general import MODE_KERNELS, RANDOM_BITS, ModeBits, _round_bits, draw
 from fpsim.kernels.mx import (
+    _ABS,
     _INF_BITS,
     fill_nan,
     first_block,
     next_block,
-    pow2_f64,
+    pow2_f32,
     shared_exponent_bits,
 )
 from fpsim.kernels.mx_nvfp4 import block_divisor
@@ -39,6 +60,34 @@ def _stochastic(rb):
                     _S.TINY_NEG, _S.ZERO_POS, _S.ZERO_NEG)
 
 
+_SIGN = np.int32(-0x80000000)  # float32's sign bit, as an int32
+
+
+@njit(inline="always")
+def _element_f32(q, u, rb, k):
+    """The float32 ``q`` (an MX quotient ``x * 2^-e``) rounded stochastically in the element
+    format and saturated, with element i's draw ``u`` and ``rb`` random bits: the value the
+    float64 carrier gives (module docstring). ``k``: (mantissa bits, emin, bits of the
+    smallest subnormal 2^qe and of max as float32, 2^(rb - qe) as a float32)."""
+    m, emin, q_bits, max_bits, tiny_scale = k
+    bits = np.float32(q).view(np.int32)
+    a = bits & _ABS
+    eb = a >> 23
+    s_full = 23 - m + max(emin + 127 - max(eb, 1), 0)  # bits dropped, below 2^emin too
+    s = min(s_full, 23)
+    mask = (np.int32(1) << s) - 1
+    v = u >> (RANDOM_BITS - rb)
+    if rb >= RANDOM_BITS:
+        rand = np.int32(u >> 29) & mask
+    else:
+        rand = np.int32((v << max(s - rb, 0)) >> max(rb - s, 0))
+    r = (a + rand) & ~mask
+    up = v < np.int64(np.float32(abs(q)) * tiny_scale)  # below 2^qe: up with floor(f 2^rb)/2^rb
+    r = r if a >= q_bits else (q_bits if up else np.int32(0))
+    r = min(r, max_bits)  # saturate
+    return np.int32((bits & _SIGN) | r).view(np.float32)
+
+
 @njit(inline="always")
 def _value(q, z, d, m, seed, i, c, fe):
     """The float32 value of the quotient q (float64) rounded stochastically (+ z) times d."""
@@ -48,28 +97,32 @@ def _value(q, z, d, m, seed, i, c, fe):
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def mx_stochastic_f32(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax,
-                      max_elem, mant_bits, integer, scale, rb, seed, c, fe):
+                      max_elem, mant_bits, integer, scale, rb, seed, c, fe, f32):
     """dst = src (1-D float32 views of C rows of n elements) block-quantized with stochastic
     element rounding (``rb`` random bits) and dequantized, for the blocks lo..hi-1. MX: the
     divisor is ``2^e`` (``shared_exponent_bits``); two-level (NVFP4): ``block_scale *
     tensor_scale``, the block scale rounded to nearest even in E4M3 (``scale``: its (SHIFT,
     C_SUB, max)). ``c``: the float64 carrier, ``fe``: the element format's constants
-    (saturating)."""
+    (saturating) on it; ``f32``: (mantissa bits, emin, bits of 2^qe and of max as float32,
+    qe) for ``_element_f32``."""
     if rb == RANDOM_BITS:  # the full draw: rb a constant, so its shifts and selects fold
         _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max_elem,
-                mant_bits, integer, scale, _stochastic(RANDOM_BITS), seed, c, fe)
+                mant_bits, integer, scale, _stochastic(RANDOM_BITS), seed, c, fe, f32)
     else:
         _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max_elem,
-                mant_bits, integer, scale, _stochastic(rb), seed, c, fe)
+                mant_bits, integer, scale, _stochastic(rb), seed, c, fe, f32)
 
 
 @njit(inline="always")
 def _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max_elem,
-            mant_bits, integer, scale, m, seed, c, fe):
+            mant_bits, integer, scale, m, seed, c, fe, f32):
     """mx_stochastic_f32's block loop with the mode's switches ``m``."""
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     z = 0.0 if integer else -0.0  # + z: MXINT8's integers have no -0
+    z32 = np.float32(z)
+    k = (f32[0], f32[1], np.int32(f32[2]), np.int32(f32[3]),
+         np.float32(2.0 ** (m.STOCHASTIC - f32[4])))
     fmax = np.float32(max_elem)
     r, col = first_block(lo, nb)
     for _ in range(lo, hi):
@@ -89,8 +142,9 @@ def _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max
                 dst[j] = _value(np.float64(src[j]) / d, z, d, m, seed, i, c, fe)
         else:
             e = shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits)
-            d = pow2_f64(e)
-            down = pow2_f64(-e)  # x * 2^-e is x / 2^e: both exact in float64
+            down = pow2_f32(-e)
+            up = pow2_f32(e)  # element * 2^e rounds once to float32, as in float64
             for i in range(start, end):
                 j = np.uint64(i)
-                dst[j] = _value(np.float64(src[j]) * down, z, d, m, seed, i, c, fe)
+                el = _element_f32(src[j] * down, draw(seed, i), m.STOCHASTIC, k)
+                dst[j] = (el + z32) * up
