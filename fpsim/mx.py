@@ -62,7 +62,8 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
 - Kernels and memory: every path runs in a numba kernel that writes only its outputs. The
   float32 nearest-even MX path runs in fpsim.kernels.mx (an addition trick; ``encode`` writes
   codes from the same rounding), float32 nearest-even NVFP4 with its default scale rule in
-  fpsim.kernels.mx_nvfp4 (the same trick in float64; values or codes), float32 stochastic
+  fpsim.kernels.mx_nvfp4 (the same trick in float64; values or codes; rows of whole blocks
+  in chunks of blocks, their scales first), float32 stochastic
   rounding (MX, and NVFP4 with its default scale rule; the full draw or ``rng_bits``) in
   fpsim.kernels.mx_stochastic; these fused kernels share one block walk
   (fpsim.kernels.mx.next_block). Every other path (float64 input, the other modes and scale
@@ -101,7 +102,13 @@ from fpsim.kernels.general import RANDOM_BITS
 from fpsim.kernels.mx import SCALE_RULES, mx_encode_f32, mx_quantize_f32
 from fpsim.kernels.mx_decode import mx_decode
 from fpsim.kernels.mx_general import finite_amax_bits, finite_amax_f32, mx_blocks
-from fpsim.kernels.mx_nvfp4 import nvfp4_encode_f32, nvfp4_quantize_f32
+from fpsim.kernels.mx_nvfp4 import (
+    WHOLE,
+    nvfp4_encode_f32,
+    nvfp4_encode_f32_whole,
+    nvfp4_quantize_f32,
+    nvfp4_quantize_f32_whole,
+)
 from fpsim.kernels.mx_stochastic import mx_stochastic_f32
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
@@ -288,10 +295,20 @@ def _run_nvfp4_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat) -> None:
     ``out`` (fpsim.kernels.mx_nvfp4: the same decisions as _run_blocks, in one fused pass)."""
     r, n = rows.shape
     ts = tensor_scale_of(_tensor_amax(rows), bf)
-    _kernels.run(
-        nvfp4_quantize_f32, r * -(-n // bf.block), (rows.reshape(-1), out.reshape(-1)),
-        (n, bf.block, ts, _nearest_constants(bf.element), _nearest_constants(E4M3FN)),
-        work=rows.size)
+    constants = (_nearest_constants(bf.element), _nearest_constants(E4M3FN))
+    flat = (rows.reshape(-1), out.reshape(-1))
+    if _whole_blocks(n, bf):
+        _kernels.run(nvfp4_quantize_f32_whole, rows.size // WHOLE, flat, (ts, *constants),
+                     work=rows.size)
+    else:
+        _kernels.run(nvfp4_quantize_f32, r * -(-n // bf.block), flat,
+                     (n, bf.block, ts, *constants), work=rows.size)
+
+
+def _whole_blocks(n: int, bf: BlockFormat) -> bool:
+    """Whether rows of n elements are whole blocks of fpsim.kernels.mx_nvfp4.WHOLE (its
+    faster kernels)."""
+    return bf.block == WHOLE and n % WHOLE == 0
 
 
 def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule: str,
@@ -441,13 +458,15 @@ def encode(
         p = nearest_even_f32_constants(elem, True, "saturate", finite_input=True)
     if _fused_nvfp4(arr, bf, rule, mode, False) and rows.size:
         ts = tensor_scale_of(_tensor_amax(rows), bf)
-        _kernels.run(
-            nvfp4_encode_f32, scodes.size, (rows.reshape(-1), codes.reshape(-1),
-                                            scodes.reshape(-1)),
-            (n, bf.block, ts, _nearest_constants(elem), _nearest_constants(E4M3FN),
-             (elem.mantissa_bits, elem.bias, elem.emin, 1 << (elem.bits - 1),
-              E4M3FN.mantissa_bits, E4M3FN.bias, E4M3FN.emin, E4M3FN.max_code + 1)),
-            work=rows.size)
+        flat = (rows.reshape(-1), codes.reshape(-1), scodes.reshape(-1))
+        after = (ts, _nearest_constants(elem), _nearest_constants(E4M3FN),
+                 (elem.mantissa_bits, elem.bias, elem.emin, 1 << (elem.bits - 1),
+                  E4M3FN.mantissa_bits, E4M3FN.bias, E4M3FN.emin, E4M3FN.max_code + 1))
+        if _whole_blocks(n, bf):
+            _kernels.run(nvfp4_encode_f32_whole, scodes.size, flat, after, work=rows.size)
+        else:
+            _kernels.run(nvfp4_encode_f32, scodes.size, flat, (n, bf.block, *after),
+                         work=rows.size)
     elif p is not None and rows.size:
         _kernels.run(
             mx_encode_f32, scodes.size, (rows.reshape(-1), codes.reshape(-1),

@@ -41,6 +41,34 @@ def test_fused_kernel_equals_the_general_kernel_bit_for_bit(seed):
     same_bits(mx.quantize(x, "nvfp4"), general(x))
 
 
+@pytest.mark.parametrize("shape", [(7, 64), (3, 1120), (1, 16)])  # 1120: 70 blocks a row
+@pytest.mark.parametrize("seed", range(3))
+def test_whole_block_nvfp4_kernels_equal_the_general_kernel_bit_for_bit(monkeypatch, shape,
+                                                                         seed):
+    # rows of whole blocks of 16 take the chunked kernels (their chunks of 64 blocks cross
+    # rows); the one-pass kernels are made to fail, so these are the ones compared
+    def refuse(*args: object) -> None:
+        raise AssertionError("the one-pass kernel ran")
+
+    monkeypatch.setattr(mx, "nvfp4_quantize_f32", refuse)
+    monkeypatch.setattr(mx, "nvfp4_encode_f32", refuse)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-140, 120, shape)).astype(np.float32)
+    x.reshape(-1)[:16] = 0.0
+    x.reshape(-1)[3] = -0.0
+    if x.size > 64:
+        x.reshape(-1)[16:32] *= np.float32(2.0**-100)  # scales round to 0
+        x.reshape(-1)[40] = np.nan
+        x.reshape(-1)[-7] = -np.inf
+        x.reshape(-1)[64:80] = np.float32(3e38)
+    same_bits(mx.quantize(x, "nvfp4"), general(x))
+    (scales, ts), codes = mx.encode(x, "nvfp4")
+    want_scales, want_ts, want_codes = general_codes(x, "nvfp4")
+    assert ts == np.float32(want_ts)
+    np.testing.assert_array_equal(codes, want_codes.reshape(codes.shape))
+    np.testing.assert_array_equal(scales, want_scales.reshape(scales.shape))
+
+
 def test_e4m3_subnormal_block_scales_agree():
     x = np.full((1, 64), 1.0, np.float32)
     x[0, 0] = 2688.0  # tensor scale 1: block scales amax / 6
@@ -243,14 +271,15 @@ def test_fused_mx_nearest_equals_the_float64_general_kernel_signed_zeros_include
 @pytest.mark.parametrize("kw", [{}, {"mode": "stochastic", "rng": 3},
                                 {"mode": "stochastic", "rng": 3, "rng_bits": 5}],
                          ids=["nearest", "stochastic", "stochastic_rng_bits"])
-def test_float32_kernels_give_the_same_bits_on_one_thread_and_on_two(monkeypatch, name, kw):
+@pytest.mark.parametrize("shape", [(3, 1001), (3, 1024)])  # partial blocks; whole blocks
+def test_float32_kernels_give_the_same_bits_on_one_thread_and_on_two(monkeypatch, name, kw,
+                                                                     shape):
     """Every float32 path (the fused kernels, encode and decode) split by whole blocks over two
     threads equals one thread bit for bit: blocks are independent and element i draws its
-    random bits from its own index, whichever thread runs it."""
+    random bits from its own index, whichever thread runs it (the ranges split inside rows)."""
     rng = np.random.default_rng(4)
-    shape = (3, 1001)  # partial blocks; the ranges split inside rows
     x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-20, 20, shape)).astype(np.float32)
-    x[2, 990] = 1e5  # the tensor amax in the last range: NVFP4's scale is global
+    x[2, 1000] = 1e5  # the tensor amax in the last range: NVFP4's scale is global
     x[1, 40] = np.nan
 
     def run_all() -> list[np.ndarray]:

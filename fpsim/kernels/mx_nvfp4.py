@@ -26,6 +26,13 @@ and rounds once to float32; an element's code comes from its rounded magnitude's
 (fpsim.kernels.mx.magnitude_code; the block scale's from fpsim.kernels.mx_general's
 ``code_of``). A scale that rounds to 0 gives ``d = 0`` and signed zeros.
 
+Rows of whole blocks of 16 (NVFP4's block, n a multiple of 16) take ``nvfp4_*_f32_whole``:
+block b is elements [16 b, 16 b + 16), and the blocks go ``CHUNK`` at a time, each step in
+its own loop: every amax, then every block scale and divisor (independent iterations, so it
+vectorizes instead of one long dependent chain per block), then the elements, each loop of
+constant length 16, which LLVM turns into straight vector code. About 1.5x faster than the
+one-pass walk; the same decisions (tests compare both with the general kernel).
+
 The scale rules "ceil" and "floor" take the general kernel. Kernels assume validated input
 (fpsim.mx checks and packs the arguments).
 """
@@ -36,6 +43,7 @@ import numpy as np
 from numba import njit
 
 from fpsim.kernels.mx import (
+    _ABS,
     _INF_BITS,
     code_constants,
     fill_nan,
@@ -47,6 +55,8 @@ from fpsim.kernels.mx import (
 from fpsim.kernels.mx_general import code_of
 
 _EXP64 = np.int64(0x7FF0000000000000)  # 0|11111111111|000...0: float64's exponent field
+WHOLE = 16  # the block the *_whole kernels take
+CHUNK = 64  # blocks whose scales those compute in one loop before their elements
 
 
 @njit(inline="always")
@@ -123,3 +133,79 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
             ra = _nearest(abs(np.float64(src[j]) / d), e_shift, e_sub, e_max)
             mag = magnitude_code(ra, k)
             ecodes[j] = np.uint8(mag | (esign if bits[j] < 0 else 0))
+
+
+@njit(inline="always")
+def _chunk(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss):
+    """For the ``count`` whole blocks from block b0 on: each block's amax bits, divisor and
+    scale into ``amax``, ``ds``, ``ss`` [0, count); each loop's iterations independent."""
+    for k in range(count):
+        a = np.int32(0)
+        start = (b0 + k) * WHOLE
+        for i in range(WHOLE):
+            a = np.int32(max(a, np.int32(bits[np.uint64(start + i)] & _ABS)))
+        amax[k] = a
+    for k in range(count):
+        d, s = block_divisor(amax[k], tensor_scale, e_max, scale)
+        ds[k] = d
+        ss[k] = s
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def nvfp4_quantize_f32_whole(src, dst, lo, hi, tensor_scale, elem, scale):
+    """nvfp4_quantize_f32 for rows of whole blocks of 16: block b is elements [16 b, 16 b +
+    16) of the flat views."""
+    e_shift, e_sub, e_max = elem
+    bits = src.view(np.int32)
+    amax = np.empty(CHUNK, np.int32)
+    ds = np.empty(CHUNK, np.float64)
+    ss = np.empty(CHUNK, np.float64)
+    for b0 in range(lo, hi, CHUNK):
+        count = min(CHUNK, hi - b0)
+        _chunk(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)
+        for k in range(count):
+            start = (b0 + k) * WHOLE
+            d = ds[k]
+            if amax[k] >= _INF_BITS or d == 0.0:  # a NaN block; a scale rounded to 0
+                for i in range(WHOLE):
+                    j = np.uint64(start + i)
+                    dst[j] = np.nan if amax[k] >= _INF_BITS else np.float32(
+                        np.copysign(0.0, src[j]))
+                continue
+            for i in range(WHOLE):
+                j = np.uint64(start + i)
+                v = np.float64(src[j]) / d
+                dst[j] = np.float32(np.copysign(_nearest(abs(v), e_shift, e_sub, e_max), v) * d)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def nvfp4_encode_f32_whole(src, ecodes, scodes, lo, hi, tensor_scale, elem, scale, layout):
+    """nvfp4_encode_f32 for rows of whole blocks of 16: block b is elements [16 b, 16 b + 16)
+    of the flat views."""
+    e_shift, e_sub, e_max = elem
+    emant, ebias, eemin, esign, smant, sbias, semin, nan_code = layout
+    kc = code_constants(emant, ebias, eemin)
+    bits = src.view(np.int32)
+    amax = np.empty(CHUNK, np.int32)
+    ds = np.empty(CHUNK, np.float64)
+    ss = np.empty(CHUNK, np.float64)
+    for b0 in range(lo, hi, CHUNK):
+        count = min(CHUNK, hi - b0)
+        _chunk(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)
+        for k in range(count):
+            b = b0 + k
+            start = b * WHOLE
+            d = ds[k]
+            if amax[k] >= _INF_BITS:
+                nan_block_codes(ecodes, scodes, b, start, start + WHOLE, nan_code)
+                continue
+            scodes[b] = code_of(ss[k], smant, sbias, semin, 0)
+            if d == 0.0:  # the scale rounded to 0: signed zeros
+                for i in range(WHOLE):
+                    j = np.uint64(start + i)
+                    ecodes[j] = esign if bits[j] < 0 else 0
+                continue
+            for i in range(WHOLE):
+                j = np.uint64(start + i)
+                ra = _nearest(abs(np.float64(src[j]) / d), e_shift, e_sub, e_max)
+                ecodes[j] = np.uint8(magnitude_code(ra, kc) | (esign if bits[j] < 0 else 0))
