@@ -1,0 +1,61 @@
+"""docs/hardware.md's MX speed table is docs/results/bench_mx.txt: each cell is the range, over
+the file's runs, of one path's ratio before and after (as benchmarks/bench_mx.py prints them),
+and the prose's stated ranges of the paths still below the bar come from the same runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = (ROOT / "docs" / "hardware.md").read_text()
+COLUMNS = ("nearest", "stochastic", "encode", "decode", "peak")
+
+
+def _runs() -> dict[str, list[dict[str, list[float]]]]:
+    """{"before"/"after": [one run's {format: its five numbers}]} from the results file."""
+    runs: dict[str, list[dict[str, list[float]]]] = {"before": [], "after": []}
+    current: list[dict[str, list[float]]] | None = None
+    for line in (ROOT / "docs" / "results" / "bench_mx.txt").read_text().splitlines():
+        if m := re.match(r"## (before|after), run \d+$", line):
+            current = runs[m.group(1)]
+            current.append({})
+        elif current is not None and (m := re.match(r"([a-z0-9_]+)\s+[\d.]+((?:\s+[\d.]+){5})$",
+                                                    line)):
+            current[-1][m.group(1)] = [float(v) for v in m.group(2).split()]
+    return runs
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}" if lo == hi else f"{lo:.2f}-{hi:.2f}"
+
+
+def test_the_results_file_holds_three_runs_of_every_format_on_each_side():
+    runs = _runs()
+    for side in ("before", "after"):
+        assert len(runs[side]) == 3
+        for run in runs[side]:
+            assert sorted(run) == ["mxfp4_e2m1", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3",
+                                   "mxfp8_e5m2", "mxint8", "nvfp4"]
+
+
+def test_each_table_row_is_the_range_over_the_results_files_runs():
+    runs = _runs()
+    for fmt in runs["after"][0]:
+        cells = [f"{_span([r[fmt][c] for r in runs['before']])} → "
+                 f"{_span([r[fmt][c] for r in runs['after']])}" for c in range(len(COLUMNS))]
+        assert f"| {fmt} | " + " | ".join(cells) + " |" in PAGE, fmt
+
+
+def test_the_paths_below_the_bar_are_named_with_their_measured_ranges():
+    after = _runs()["after"]
+    text = " ".join(PAGE.split())
+    mx_stochastic = [r[f][1] for r in after for f in r if f != "nvfp4"]
+    assert f"MX {min(mx_stochastic):.2f} to {max(mx_stochastic):.2f}" in text
+    nv = [r["nvfp4"] for r in after]
+    assert f"NVFP4 {min(v[1] for v in nv):.2f} to {max(v[1] for v in nv):.2f}" in text
+    assert f"NVFP4's nearest ({min(v[0] for v in nv):.2f} to {max(v[0] for v in nv):.2f})" in text
+    # every claim of "meets the bar" holds in every run: MX nearest, encode and decode
+    assert all(r[f][c] >= 0.3 for r in after for f in r if f != "nvfp4" for c in (0, 2, 3))
+    assert all(r[f][4] <= 2 for r in after for f in r)
