@@ -325,8 +325,7 @@ def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule
         (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
          elem.mantissa_bits, bf.integer, _nearest_constants(E4M3FN),
          RANDOM_BITS if rng_bits is None else rng_bits, _seed(rng),
-         _kernels.carrier_constants(f64), format_constants(elem, f64, True, "saturate"),
-         _stochastic_f32_constants(elem)),
+         format_constants(elem, f64, True, "saturate"), _stochastic_f32_constants(elem)),
         work=rows.size)
 
 

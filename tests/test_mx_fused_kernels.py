@@ -176,27 +176,30 @@ def test_fused_stochastic_kernel_with_rng_bits_draws_what_the_general_kernel_dra
 
 
 def near_smallest_subnormals(name: str, seed: int) -> np.ndarray:
-    """Blocks of 32 whose amax 2^(emax + 1) - 1 ulp fixes the scale 2^0 ... and whose other
+    """Blocks of 32 whose amax 2^(emax + 1) - 1 ulp fixes the scale 2^0 (NVFP4: the tensor
+    amax, so every other block's quotients lie near the elements' subnormals) and whose other
     values sit around the element format's smallest subnormal 2^qe (a quarter of it to four
-    times it), plus blocks where x * 2^-e falls below float32's normal range."""
-    elem = mx.get_block_format(name).element
+    times it), plus (MX) blocks where x * 2^-e falls below float32's normal range."""
+    bf = mx.get_block_format(name)
+    elem = bf.element
     qe = elem.emin - elem.mantissa_bits
     rng = np.random.default_rng(seed)
     x = (2.0 ** rng.uniform(qe - 2, qe + 2, (8, 64)) * rng.choice([-1, 1], (8, 64)))
     x[:, ::32] = np.nextafter(np.float32(2.0 ** (elem.emax + 1)), np.float32(0))
-    x[6] = rng.standard_normal(64) * 1e-38  # scaled down by 2^e > 0: float32 subnormals
-    x[6, ::32] = 3e38
+    if not bf.two_level:  # (NVFP4's tensor scale would make every other block's scale 0)
+        x[6] = rng.standard_normal(64) * 1e-38  # scaled down by 2^e > 0: float32 subnormals
+        x[6, ::32] = 3e38
     return x.astype(np.float32)
 
 
-@pytest.mark.parametrize("name", sorted(n for n in mx.BLOCK_FORMATS
-                                        if not mx.get_block_format(n).two_level))
+@pytest.mark.parametrize("name", sorted(mx.BLOCK_FORMATS))
 @pytest.mark.parametrize("rng_bits", [None, 1, 2, 7, 20, 21, 23, 24, 25, 30, 40, 55, 56])
-def test_mx_stochastic_float32_rounding_equals_the_float64_carriers_for_any_random_bits(
-        name, rng_bits):
-    # the fused kernel rounds an MX quotient on its float32 bits, the general kernel on the
-    # float64 carrier; the draw's bits must line up for every split of rb against the s
-    # dropped bits, and below the smallest subnormal
+def test_fused_stochastic_rounding_equals_the_general_kernels_for_any_random_bits(name,
+                                                                                  rng_bits):
+    # the fused kernel rounds an MX quotient on its float32 bits and NVFP4's on a float64
+    # carrier of its own, the general kernel on the float64 carrier; the draw's bits must
+    # line up for every split of rb against the s dropped bits, and below the smallest
+    # subnormal
     for seed in range(2):
         for x in (near_smallest_subnormals(name, seed), hard((7, 83), seed)):
             kw = dict(mode="stochastic", rng=seed + 3, rng_bits=rng_bits)

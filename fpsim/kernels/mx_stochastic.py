@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fpsim.kernels.general import MODE_KERNELS, RANDOM_BITS, ModeBits, _round_bits, draw
+from fpsim.kernels.general import RANDOM_BITS, draw
 from fpsim.kernels.mx import (
     _ABS,
     _INF_BITS,
@@ -48,19 +48,10 @@ from fpsim.kernels.mx import (
     shared_exponent_bits,
 )
 from fpsim.kernels.mx_nvfp4 import block_divisor
-from fpsim.rounding import RoundingMode
-
-_S = MODE_KERNELS[RoundingMode.STOCHASTIC]
-
-
-@njit(inline="always")
-def _stochastic(rb):
-    """The stochastic mode's switches with ``rb`` random bits: the others constants."""
-    return ModeBits(_S.HALF, _S.LSB, _S.ONE, _S.ALL_POS, _S.ALL_NEG, _S.ODD, rb, _S.TINY_POS,
-                    _S.TINY_NEG, _S.ZERO_POS, _S.ZERO_NEG)
-
 
 _SIGN = np.int32(-0x80000000)  # float32's sign bit, as an int32
+_ABS64 = np.int64(0x7FFFFFFFFFFFFFFF)
+_SIGN64 = np.int64(-0x8000000000000000)
 
 
 @njit(inline="always")
@@ -89,40 +80,55 @@ def _element_f32(q, u, rb, k):
 
 
 @njit(inline="always")
-def _value(q, z, d, m, seed, i, c, fe):
-    """The float32 value of the quotient q (float64) rounded stochastically (+ z) times d."""
-    el = np.int64(_round_bits(np.float64(q).view(np.int64), m, True, seed, i, c, fe))
-    return np.float32((el.view(np.float64) + z) * d)
+def _element_f64(q, u, rb, f, tiny_scale):
+    """_element_f32 on the float64 carrier, for NVFP4's quotient ``x / d`` (float64, not a
+    float32): the general kernel's stochastic rounding of a finite value to a signed format
+    with subnormals, saturating (``f``: its float64 constants, fpsim.quantize's
+    format_constants), with its branches for the other cases left out. Below 2^qe, up iff
+    ``v < int64(|q| * tiny_scale)``, ``tiny_scale = 2^(rb - qe)`` (an exact scaling below
+    2^rb, truncated: the general kernel's ``floor(sig * 2^(rb - s))``)."""
+    bits = np.float64(q).view(np.int64)
+    a = bits & _ABS64
+    eb = a >> 52
+    s_full = 52 - f.M + max(f.EMIN + 1023 - max(eb, 1), 0)
+    s = min(s_full, 52)
+    mask = (np.int64(1) << s) - 1
+    v = u >> (RANDOM_BITS - rb)
+    rand = (u & mask) if rb >= RANDOM_BITS else (v << max(s - rb, 0)) >> max(rb - s, 0)
+    r = (a + rand) & ~mask
+    up = v < np.int64(abs(q) * tiny_scale)
+    r = r if a >= f.Q_BITS else (f.Q_BITS if up else np.int64(0))
+    return np.int64((bits & _SIGN64) | min(r, f.MAX_BITS)).view(np.float64)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def mx_stochastic_f32(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax,
-                      max_elem, mant_bits, integer, scale, rb, seed, c, fe, f32):
+                      max_elem, mant_bits, integer, scale, rb, seed, fe, f32):
     """dst = src (1-D float32 views of C rows of n elements) block-quantized with stochastic
     element rounding (``rb`` random bits) and dequantized, for the blocks lo..hi-1. MX: the
     divisor is ``2^e`` (``shared_exponent_bits``); two-level (NVFP4): ``block_scale *
     tensor_scale``, the block scale rounded to nearest even in E4M3 (``scale``: its (SHIFT,
-    C_SUB, max)). ``c``: the float64 carrier, ``fe``: the element format's constants
-    (saturating) on it; ``f32``: (mantissa bits, emin, bits of 2^qe and of max as float32,
-    qe) for ``_element_f32``."""
+    C_SUB, max)). ``fe``: the element format's float64 constants (saturating) for
+    ``_element_f64``; ``f32``: (mantissa bits, emin, bits of 2^qe and of max as float32, qe)
+    for ``_element_f32``."""
     if rb == RANDOM_BITS:  # the full draw: rb a constant, so its shifts and selects fold
         _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max_elem,
-                mant_bits, integer, scale, _stochastic(RANDOM_BITS), seed, c, fe, f32)
+                mant_bits, integer, scale, RANDOM_BITS, seed, fe, f32)
     else:
         _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max_elem,
-                mant_bits, integer, scale, _stochastic(rb), seed, c, fe, f32)
+                mant_bits, integer, scale, rb, seed, fe, f32)
 
 
 @njit(inline="always")
 def _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max_elem,
-            mant_bits, integer, scale, m, seed, c, fe, f32):
-    """mx_stochastic_f32's block loop with the mode's switches ``m``."""
+            mant_bits, integer, scale, rb, seed, fe, f32):
+    """mx_stochastic_f32's block loop (``rb``: a constant for the full draw)."""
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     z = 0.0 if integer else -0.0  # + z: MXINT8's integers have no -0
     z32 = np.float32(z)
-    k = (f32[0], f32[1], np.int32(f32[2]), np.int32(f32[3]),
-         np.float32(2.0 ** (m.STOCHASTIC - f32[4])))
+    k = (f32[0], f32[1], np.int32(f32[2]), np.int32(f32[3]), np.float32(2.0 ** (rb - f32[4])))
+    tiny64 = 2.0 ** (rb - (fe.EMIN - fe.M))
     fmax = np.float32(max_elem)
     r, col = first_block(lo, nb)
     for _ in range(lo, hi):
@@ -139,12 +145,13 @@ def _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max
                 continue
             for i in range(start, end):
                 j = np.uint64(i)
-                dst[j] = _value(np.float64(src[j]) / d, z, d, m, seed, i, c, fe)
+                el = _element_f64(np.float64(src[j]) / d, draw(seed, i), rb, fe, tiny64)
+                dst[j] = np.float32((el + z) * d)
         else:
             e = shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits)
             down = pow2_f32(-e)
             up = pow2_f32(e)  # element * 2^e rounds once to float32, as in float64
             for i in range(start, end):
                 j = np.uint64(i)
-                el = _element_f32(src[j] * down, draw(seed, i), m.STOCHASTIC, k)
+                el = _element_f32(src[j] * down, draw(seed, i), rb, k)
                 dst[j] = (el + z32) * up
