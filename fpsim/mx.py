@@ -109,7 +109,7 @@ from fpsim.kernels.mx_nvfp4 import (
     nvfp4_quantize_f32,
     nvfp4_quantize_f32_whole,
 )
-from fpsim.kernels.mx_stochastic import mx_stochastic_f32
+from fpsim.kernels.mx_stochastic import mx_stochastic_f32, nvfp4_stochastic_f32_whole
 from fpsim.monitor import is_active as monitor_is_active
 from fpsim.monitor import record_blocks
 from fpsim.quantize import _seed, as_float_array, format_constants, nearest_even_f32_constants
@@ -320,12 +320,19 @@ def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule
     f64 = np.dtype(np.float64)
     elem = bf.element
     ts = tensor_scale_of(_tensor_amax(rows), bf) if bf.two_level else 1.0
+    flat = (rows.reshape(-1), out.reshape(-1))
+    rb = RANDOM_BITS if rng_bits is None else rng_bits
+    fe = format_constants(elem, f64, True, "saturate")
+    if bf.two_level and _whole_blocks(n, bf):
+        _kernels.run(nvfp4_stochastic_f32_whole, rows.size // WHOLE, flat,
+                     (ts, elem.max, _nearest_constants(E4M3FN), rb, _seed(rng), fe),
+                     work=rows.size)
+        return
     _kernels.run(
-        mx_stochastic_f32, r * -(-n // bf.block), (rows.reshape(-1), out.reshape(-1)),
+        mx_stochastic_f32, r * -(-n // bf.block), flat,
         (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
-         elem.mantissa_bits, bf.integer, _nearest_constants(E4M3FN),
-         RANDOM_BITS if rng_bits is None else rng_bits, _seed(rng),
-         format_constants(elem, f64, True, "saturate"), _stochastic_f32_constants(elem)),
+         elem.mantissa_bits, bf.integer, _nearest_constants(E4M3FN), rb, _seed(rng), fe,
+         _stochastic_f32_constants(elem)),
         work=rows.size)
 
 

@@ -45,13 +45,15 @@ def test_fused_kernel_equals_the_general_kernel_bit_for_bit(seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_whole_block_nvfp4_kernels_equal_the_general_kernel_bit_for_bit(monkeypatch, shape,
                                                                          seed):
-    # rows of whole blocks of 16 take the chunked kernels (their chunks of 64 blocks cross
-    # rows); the one-pass kernels are made to fail, so these are the ones compared
+    # rows of whole blocks of 16 take the chunked kernels, nearest, stochastic and encode
+    # (their chunks of 64 blocks cross rows); the one-pass kernels are made to fail, so these
+    # are the ones compared
     def refuse(*args: object) -> None:
         raise AssertionError("the one-pass kernel ran")
 
     monkeypatch.setattr(mx, "nvfp4_quantize_f32", refuse)
     monkeypatch.setattr(mx, "nvfp4_encode_f32", refuse)
+    monkeypatch.setattr(mx, "mx_stochastic_f32", refuse)
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-140, 120, shape)).astype(np.float32)
     x.reshape(-1)[:16] = 0.0
@@ -62,6 +64,9 @@ def test_whole_block_nvfp4_kernels_equal_the_general_kernel_bit_for_bit(monkeypa
         x.reshape(-1)[-7] = -np.inf
         x.reshape(-1)[64:80] = np.float32(3e38)
     same_bits(mx.quantize(x, "nvfp4"), general(x))
+    for rng_bits in (None, 3):
+        kw = dict(mode="stochastic", rng=seed, rng_bits=rng_bits)
+        same_bits(mx.quantize(x, "nvfp4", **kw), general(x, "nvfp4", **kw))
     (scales, ts), codes = mx.encode(x, "nvfp4")
     want_scales, want_ts, want_codes = general_codes(x, "nvfp4")
     assert ts == np.float32(want_ts)

@@ -136,9 +136,10 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
 
 
 @njit(inline="always")
-def _chunk(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss):
+def whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss):
     """For the ``count`` whole blocks from block b0 on: each block's amax bits, divisor and
-    scale into ``amax``, ``ds``, ``ss`` [0, count); each loop's iterations independent."""
+    scale into ``amax``, ``ds``, ``ss`` [0, count); each loop's iterations independent (also
+    fpsim.kernels.mx_stochastic's, for NVFP4's stochastic elements)."""
     for k in range(count):
         a = np.int32(0)
         start = (b0 + k) * WHOLE
@@ -162,7 +163,7 @@ def nvfp4_quantize_f32_whole(src, dst, lo, hi, tensor_scale, elem, scale):
     ss = np.empty(CHUNK, np.float64)
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
-        _chunk(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)
+        whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)
         for k in range(count):
             start = (b0 + k) * WHOLE
             d = ds[k]
@@ -191,7 +192,7 @@ def nvfp4_encode_f32_whole(src, ecodes, scodes, lo, hi, tensor_scale, elem, scal
     ss = np.empty(CHUNK, np.float64)
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
-        _chunk(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)
+        whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)
         for k in range(count):
             b = b0 + k
             start = b * WHOLE

@@ -47,7 +47,7 @@ from fpsim.kernels.mx import (
     pow2_f32,
     shared_exponent_bits,
 )
-from fpsim.kernels.mx_nvfp4 import block_divisor
+from fpsim.kernels.mx_nvfp4 import CHUNK, WHOLE, block_divisor, whole_block_scales
 
 _SIGN = np.int32(-0x80000000)  # float32's sign bit, as an int32
 _ABS64 = np.int64(0x7FFFFFFFFFFFFFFF)
@@ -155,3 +155,40 @@ def _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max
                 j = np.uint64(i)
                 el = _element_f32(src[j] * down, draw(seed, i), rb, k)
                 dst[j] = (el + z32) * up
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def nvfp4_stochastic_f32_whole(src, dst, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe):
+    """mx_stochastic_f32 for NVFP4 rows of whole blocks of 16 (block b is elements [16 b,
+    16 b + 16) of the flat views): fpsim.kernels.mx_nvfp4's chunks, every block scale of a
+    chunk first, then the elements as mx_stochastic_f32 rounds them."""
+    if rb == RANDOM_BITS:
+        _whole(src, dst, lo, hi, tensor_scale, max_elem, scale, RANDOM_BITS, seed, fe)
+    else:
+        _whole(src, dst, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe)
+
+
+@njit(inline="always")
+def _whole(src, dst, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe):
+    """nvfp4_stochastic_f32_whole's loops (``rb``: a constant for the full draw)."""
+    bits = src.view(np.int32)
+    amax = np.empty(CHUNK, np.int32)
+    ds = np.empty(CHUNK, np.float64)
+    ss = np.empty(CHUNK, np.float64)
+    tiny64 = 2.0 ** (rb - (fe.EMIN - fe.M))
+    for b0 in range(lo, hi, CHUNK):
+        count = min(CHUNK, hi - b0)
+        whole_block_scales(bits, b0, count, tensor_scale, max_elem, scale, amax, ds, ss)
+        for k in range(count):
+            start = (b0 + k) * WHOLE
+            d = ds[k]
+            if amax[k] >= _INF_BITS or d == 0.0:  # a NaN block; a scale rounded to 0
+                for i in range(WHOLE):
+                    j = np.uint64(start + i)
+                    dst[j] = np.nan if amax[k] >= _INF_BITS else np.float32(
+                        np.copysign(0.0, src[j]))
+                continue
+            for i in range(WHOLE):
+                j = np.uint64(start + i)
+                el = _element_f64(np.float64(src[j]) / d, draw(seed, start + i), rb, fe, tiny64)
+                dst[j] = np.float32(el * d)
