@@ -152,26 +152,37 @@ def whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss
         ss[k] = s
 
 
+@njit(inline="always")
+def chunk_scratch():
+    """whole_block_scales's outputs for a chunk: (amax bits, divisors, scales)."""
+    return (np.empty(CHUNK, np.int32), np.empty(CHUNK, np.float64),
+            np.empty(CHUNK, np.float64))
+
+
+@njit(inline="always")
+def fill_special_block(src, dst, start, nan):
+    """The whole block from ``start``: NaN where it holds NaN or inf (``nan``), else signed
+    zeros (its scale rounded to 0)."""
+    for i in range(WHOLE):
+        j = np.uint64(start + i)
+        dst[j] = np.nan if nan else np.float32(np.copysign(0.0, src[j]))
+
+
 @njit(nogil=True, cache=True, error_model="numpy")
 def nvfp4_quantize_f32_whole(src, dst, lo, hi, tensor_scale, elem, scale):
     """nvfp4_quantize_f32 for rows of whole blocks of 16: block b is elements [16 b, 16 b +
     16) of the flat views."""
     e_shift, e_sub, e_max = elem
     bits = src.view(np.int32)
-    amax = np.empty(CHUNK, np.int32)
-    ds = np.empty(CHUNK, np.float64)
-    ss = np.empty(CHUNK, np.float64)
+    amax, ds, ss = chunk_scratch()
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
         whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)
         for k in range(count):
             start = (b0 + k) * WHOLE
             d = ds[k]
-            if amax[k] >= _INF_BITS or d == 0.0:  # a NaN block; a scale rounded to 0
-                for i in range(WHOLE):
-                    j = np.uint64(start + i)
-                    dst[j] = np.nan if amax[k] >= _INF_BITS else np.float32(
-                        np.copysign(0.0, src[j]))
+            if amax[k] >= _INF_BITS or d == 0.0:
+                fill_special_block(src, dst, start, amax[k] >= _INF_BITS)
                 continue
             for i in range(WHOLE):
                 j = np.uint64(start + i)
@@ -187,9 +198,7 @@ def nvfp4_encode_f32_whole(src, ecodes, scodes, lo, hi, tensor_scale, elem, scal
     emant, ebias, eemin, esign, smant, sbias, semin, nan_code = layout
     kc = code_constants(emant, ebias, eemin)
     bits = src.view(np.int32)
-    amax = np.empty(CHUNK, np.int32)
-    ds = np.empty(CHUNK, np.float64)
-    ss = np.empty(CHUNK, np.float64)
+    amax, ds, ss = chunk_scratch()
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
         whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)

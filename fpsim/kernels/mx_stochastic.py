@@ -47,7 +47,14 @@ from fpsim.kernels.mx import (
     pow2_f32,
     shared_exponent_bits,
 )
-from fpsim.kernels.mx_nvfp4 import CHUNK, WHOLE, block_divisor, whole_block_scales
+from fpsim.kernels.mx_nvfp4 import (
+    CHUNK,
+    WHOLE,
+    block_divisor,
+    chunk_scratch,
+    fill_special_block,
+    whole_block_scales,
+)
 
 _SIGN = np.int32(-0x80000000)  # float32's sign bit, as an int32
 _ABS64 = np.int64(0x7FFFFFFFFFFFFFFF)
@@ -172,9 +179,7 @@ def nvfp4_stochastic_f32_whole(src, dst, lo, hi, tensor_scale, max_elem, scale, 
 def _whole(src, dst, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe):
     """nvfp4_stochastic_f32_whole's loops (``rb``: a constant for the full draw)."""
     bits = src.view(np.int32)
-    amax = np.empty(CHUNK, np.int32)
-    ds = np.empty(CHUNK, np.float64)
-    ss = np.empty(CHUNK, np.float64)
+    amax, ds, ss = chunk_scratch()
     tiny64 = 2.0 ** (rb - (fe.EMIN - fe.M))
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
@@ -182,11 +187,8 @@ def _whole(src, dst, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe):
         for k in range(count):
             start = (b0 + k) * WHOLE
             d = ds[k]
-            if amax[k] >= _INF_BITS or d == 0.0:  # a NaN block; a scale rounded to 0
-                for i in range(WHOLE):
-                    j = np.uint64(start + i)
-                    dst[j] = np.nan if amax[k] >= _INF_BITS else np.float32(
-                        np.copysign(0.0, src[j]))
+            if amax[k] >= _INF_BITS or d == 0.0:
+                fill_special_block(src, dst, start, amax[k] >= _INF_BITS)
                 continue
             for i in range(WHOLE):
                 j = np.uint64(start + i)
