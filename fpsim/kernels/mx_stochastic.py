@@ -6,10 +6,11 @@ The same decisions as fpsim.kernels.mx_general (fpsim.mx's reference list) for
 ``mode="stochastic"``, element for element and with the same random stream (element i of the
 flat array draws fpsim.kernels.general.draw of its index, as every fpsim kernel), so the two
 agree bit for bit. What makes it fast: the block walk and amax from the float32 bits
-(fpsim.kernels.mx), and the rounding's mode switches compile-time constants. An MX element is
-rounded on its float32 bits (``_element_f32``), NVFP4's quotient ``x / d`` on the float64
-carrier (fpsim.kernels.general, every switch of the stochastic mode but its random bits
-constant, so LLVM folds every branch of the other modes).
+(fpsim.kernels.mx), the full draw's bit count a compile-time constant, and roundings written
+for just these formats (signed, with subnormals, saturating, finite input) instead of the
+general kernel's every case: an MX element rounds on its float32 bits (``_element_f32``),
+NVFP4's quotient ``x / d`` on the float64 carrier (``_element_f64``, its twin). NVFP4 rows of
+whole blocks of 16 take fpsim.kernels.mx_nvfp4's chunks (``nvfp4_stochastic_f32_whole``).
 
 Why an MX element may round in float32: its quotient ``q = x * 2^-e`` is a float32 with the
 same 24-bit significand as x (scaling by a power of two is exact) unless it lies below
