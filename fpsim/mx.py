@@ -66,7 +66,8 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   in chunks of blocks, their scales first), float32 stochastic
   rounding (MX, and NVFP4 with its default scale rule; the full draw or ``rng_bits``) in
   fpsim.kernels.mx_stochastic; these fused kernels share one block walk
-  (fpsim.kernels.mx.next_block). Every other path (float64 input, the other modes and scale
+  (fpsim.kernels.mx.next_block), except NVFP4's for rows of whole blocks, which step by
+  block index in chunks. Every other path (float64 input, the other modes and scale
   rules, a monitored call) runs in fpsim.kernels.mx_general, the same decisions through the
   general rounding kernel (the fused kernels are tested bit for bit against it). ``decode``
   looks both factors up in 256-entry tables (fpsim.kernels.mx_decode). NVFP4's tensor amax
@@ -292,7 +293,8 @@ def _nearest_constants(fmt: Format) -> tuple[int, float, float]:
 
 def _run_nvfp4_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat) -> None:
     """NVFP4 of float32 rows, elements and block scales to nearest even, dequantized into
-    ``out`` (fpsim.kernels.mx_nvfp4: the same decisions as _run_blocks, in one fused pass)."""
+    ``out`` (fpsim.kernels.mx_nvfp4: the same decisions as _run_blocks; rows of whole blocks
+    in its chunked kernel, others in one fused pass)."""
     r, n = rows.shape
     ts = tensor_scale_of(_tensor_amax(rows), bf)
     constants = (_nearest_constants(bf.element), _nearest_constants(E4M3FN))

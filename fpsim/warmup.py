@@ -66,13 +66,21 @@ def _mx_calls() -> list[tuple[str, Callable[[], object]]]:
         with monitor():
             mx.quantize(x, "mxfp8_e4m3")
 
+    partial = np.ascontiguousarray(x[:, :24])  # rows of a whole block and a half of NVFP4's
     return [("mx quantize", lambda: mx.quantize(x, "mxfp8_e4m3")),
             ("mx quantize monitored", counted),
             ("mx quantize stochastic", lambda: mx.quantize(x, "mxfp8_e4m3", mode="stochastic",
                                                            rng=0)),
             ("nvfp4 quantize", lambda: mx.quantize(x, "nvfp4")),
+            ("nvfp4 quantize stochastic", lambda: mx.quantize(x, "nvfp4", mode="stochastic",
+                                                              rng=0)),
+            ("nvfp4 quantize, partial blocks", lambda: mx.quantize(partial, "nvfp4")),
+            ("mx quantize, general kernel", lambda: mx.quantize(x, "mxfp8_e4m3",
+                                                                mode="toward_zero")),
+            ("nvfp4 quantize float64", lambda: mx.quantize(x.astype(np.float64), "nvfp4")),
             ("mx encode", lambda: mx.encode(x, "mxfp4_e2m1")),
             ("nvfp4 encode", lambda: mx.encode(x, "nvfp4")),
+            ("nvfp4 encode, partial blocks", lambda: mx.encode(partial, "nvfp4")),
             ("mx decode", lambda: mx.decode(*mx.encode(x, "mxfp4_e2m1"), "mxfp4_e2m1"))]
 
 
