@@ -14,8 +14,10 @@ system: page faults count), which the other processes of a loaded machine do not
 several threads in wall time. ``peak`` is the largest tracemalloc peak of the four calls over
 the input's bytes: it sees numpy's allocations, which hold every output and temporary (the
 kernels write into arrays numpy allocated). The issue's bar: every ratio at least 0.3 and
-every peak at most 2. Ratios, not absolute times, compare across machines; on a loaded
-machine they are noisy (the load average is printed).
+every peak at most 2. A last line gives two costs inside those calls as the same ratio: a
+copy into a freshly allocated array (its page faults) and NVFP4's tensor-amax pass. Ratios,
+not absolute times, compare across machines; on a loaded machine they are noisy (the load
+average is printed).
 """
 
 from __future__ import annotations
@@ -85,6 +87,15 @@ def main() -> None:
         print(f"{name:<12}{1e3 * best['copy']:>8.1f}"
               + "".join(f"{r:>12.2f}" for r in ratios) + f"{peak:>7.2f}")
         sys.stdout.flush()
+    # two costs inside every call above, as the same ratio: allocating the output (its page
+    # faults: a fresh array's first write) and NVFP4's tensor-amax pass over the input
+    rows = x.reshape(1, -1)
+    times = interleaved_times({"copy": lambda: np.copyto(dst, x),
+                               "fresh": lambda: np.copyto(np.empty_like(x), x),
+                               "amax": lambda: mx._tensor_amax(rows)}, args.repeat, clock)
+    best = {k: min(v) for k, v in times.items()}
+    print(f"reference: copy into a fresh array {best['copy'] / best['fresh']:.2f}, "
+          f"NVFP4's tensor-amax pass {best['copy'] / best['amax']:.2f}")
 
 
 if __name__ == "__main__":
