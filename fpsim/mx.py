@@ -308,9 +308,9 @@ def _run_nvfp4_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat) -> None:
 
 
 def _whole_blocks(n: int, bf: BlockFormat) -> bool:
-    """Whether rows of n elements are whole blocks of fpsim.kernels.mx_nvfp4.WHOLE (its
-    faster kernels)."""
-    return bf.block == WHOLE and n % WHOLE == 0
+    """Whether rows of n elements are whole blocks of fpsim.kernels.mx_nvfp4.WHOLE of a float
+    element format (its faster kernels, which write -0 as the float formats keep it)."""
+    return bf.block == WHOLE and n % WHOLE == 0 and not bf.integer
 
 
 def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule: str,
@@ -348,9 +348,10 @@ def _stochastic_f32_constants(elem: Format) -> tuple[int, int, int, int, int]:
 def _fused_nvfp4(arr: np.ndarray, bf: BlockFormat, rule: str, mode: RoundingMode,
                  counting: bool) -> bool:
     """Whether fpsim.kernels.mx_nvfp4 takes the call: float32 input, two-level scaling with
-    its default rule, nearest-even elements, no monitor."""
-    return (bf.two_level and not counting and arr.dtype == np.float32 and rule == "even"
-            and mode is RoundingMode.NEAREST_EVEN)
+    its default rule and a float element format (its kernels write -0 and sign-magnitude
+    codes, not an integer format's), nearest-even elements, no monitor."""
+    return (bf.two_level and not bf.integer and not counting and arr.dtype == np.float32
+            and rule == "even" and mode is RoundingMode.NEAREST_EVEN)
 
 
 def _prepare(x: object, fmt: BlockFormat | str, axis: int

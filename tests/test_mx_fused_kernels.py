@@ -18,7 +18,7 @@ from fpsim import mx
 from fpsim.kernels import threads
 
 
-def general(x: np.ndarray, name: str = "nvfp4", **kw: object) -> np.ndarray:
+def general(x: np.ndarray, name: str | mx.BlockFormat = "nvfp4", **kw: object) -> np.ndarray:
     with fpsim.monitor():  # counting: the general kernel
         return mx.quantize(x, name, **kw)
 
@@ -74,6 +74,23 @@ def test_whole_block_nvfp4_kernels_equal_the_general_kernel_bit_for_bit(monkeypa
     np.testing.assert_array_equal(scales, want_scales.reshape(scales.shape))
 
 
+@pytest.mark.parametrize("n", [32, 40])  # whole blocks of 16; a partial one
+def test_a_two_level_integer_format_keeps_the_general_kernels_values_and_codes(n):
+    # the NVFP4 kernels write -0 and sign-magnitude codes; an integer element format (INT8_64
+    # under E4M3 block scales) has neither, so its calls must not take them
+    bf = mx.BlockFormat("e4m3_scaled_int8", mx.INT8_64, 16, fpsim.catalog.E4M3FN,
+                        integer=True)
+    x = np.resize(np.float32([-1e-9, -0.0, 1.0, -3.0, 0.4, -100.0]), n)
+    for kw in ({}, {"mode": "stochastic", "rng": 1}, {"mode": "stochastic", "rng": 1,
+                                                      "rng_bits": 3}):
+        same_bits(mx.quantize(x, bf, **kw), general(x, bf, **kw))
+    (scales, ts), codes = mx.encode(x, bf)
+    want_scales, want_ts, want_codes = general_codes(x[None], bf)
+    assert ts == np.float32(want_ts)
+    np.testing.assert_array_equal(codes, want_codes[0])
+    np.testing.assert_array_equal(scales, want_scales[0])
+
+
 def test_e4m3_subnormal_block_scales_agree():
     x = np.full((1, 64), 1.0, np.float32)
     x[0, 0] = 2688.0  # tensor scale 1: block scales amax / 6
@@ -118,7 +135,7 @@ def hard(shape: tuple[int, int], seed: int) -> np.ndarray:
     return x
 
 
-def general_codes(x: np.ndarray, name: str, axis: int = -1, **kw: object):
+def general_codes(x: np.ndarray, name: str | mx.BlockFormat, axis: int = -1, **kw: object):
     """encode through the general kernel (mx._run_blocks), as encode did before its fused
     kernels: (scale codes, tensor scale, element codes)."""
     bf = mx.get_block_format(name)

@@ -30,8 +30,8 @@ Rows of whole blocks of 16 (NVFP4's block, n a multiple of 16) take ``nvfp4_*_f3
 block b is elements [16 b, 16 b + 16), and the blocks go ``CHUNK`` at a time, each step in
 its own loop: every amax, then every block scale and divisor (independent iterations, so it
 vectorizes instead of one long dependent chain per block), then the elements, each loop of
-constant length 16, which LLVM turns into straight vector code. About 1.5x faster than the
-one-pass walk; the same decisions (tests compare both with the general kernel).
+constant length 16, which LLVM turns into straight vector code (the speed of both:
+docs/hardware.md); the same decisions (tests compare both with the general kernel).
 
 The scale rules "ceil" and "floor" take the general kernel. Kernels assume validated input
 (fpsim.mx checks and packs the arguments).
@@ -46,7 +46,6 @@ from fpsim.kernels.mx import (
     _ABS,
     _INF_BITS,
     code_constants,
-    fill_nan,
     first_block,
     magnitude_code,
     nan_block_codes,
@@ -77,31 +76,50 @@ def block_divisor(amax_bits, tensor_scale, e_max, scale):
     return s * tensor_scale, s
 
 
+@njit(inline="always")
+def _value(x, d, elem):
+    """The float32 ``x / d`` rounded to nearest even in the element format (``elem``: its
+    (SHIFT, C_SUB, max)), saturated, times ``d``."""
+    v = np.float64(x) / d
+    return np.float32(np.copysign(_nearest(abs(v), elem[0], elem[1], elem[2]), v) * d)
+
+
+@njit(inline="always")
+def _code(x, negative, d, elem, k, sign_bit):
+    """The element code of float32 ``x`` as _value rounds it: its rounded magnitude's code
+    (fpsim.kernels.mx.magnitude_code, ``k``: the format's code_constants) with ``sign_bit``
+    when x is ``negative`` (-0 too)."""
+    ra = _nearest(abs(np.float64(x) / d), elem[0], elem[1], elem[2])
+    return np.uint8(magnitude_code(ra, k) | (sign_bit if negative else 0))
+
+
+@njit(inline="always")
+def fill_special_block(src, dst, start, count, nan):
+    """Elements start.. start+count-1 of a block that is NaN (it holds NaN or inf: ``nan``)
+    or whose scale rounded to 0 (signed zeros)."""
+    for i in range(count):
+        j = np.uint64(start + i)
+        dst[j] = np.nan if nan else np.float32(np.copysign(0.0, src[j]))
+
+
 @njit(nogil=True, cache=True, error_model="numpy")
 def nvfp4_quantize_f32(src, dst, lo, hi, n, block, tensor_scale, elem, scale):
     """dst = src (1-D float32 views of C rows of n elements) quantized to NVFP4 and
     dequantized, for the blocks lo..hi-1, the block scale rounded to nearest even (the
     format's default rule). ``elem`` and ``scale``: (SHIFT, C_SUB, max) of the element format
     and of E4M3 for ``_nearest``."""
-    e_shift, e_sub, e_max = elem
     bits = src.view(np.int32)
     nb = (n + block - 1) // block
     r, c = first_block(lo, nb)
     for _ in range(lo, hi):
         start, end, amax_bits, r, c = next_block(bits, r, c, n, block, nb)
-        if amax_bits >= _INF_BITS:
-            fill_nan(dst, start, end)
-            continue
-        d = block_divisor(amax_bits, tensor_scale, e_max, scale)[0]
-        if d == 0.0:  # the scale rounded to 0: signed zeros
-            for i in range(start, end):
-                j = np.uint64(i)
-                dst[j] = np.float32(np.copysign(0.0, src[j]))
+        d = block_divisor(amax_bits, tensor_scale, elem[2], scale)[0]
+        if amax_bits >= _INF_BITS or d == 0.0:
+            fill_special_block(src, dst, start, end - start, amax_bits >= _INF_BITS)
             continue
         for i in range(start, end):
             j = np.uint64(i)  # an unsigned index: no wraparound check, so it vectorizes
-            v = np.float64(src[j]) / d
-            dst[j] = np.float32(np.copysign(_nearest(abs(v), e_shift, e_sub, e_max), v) * d)
+            dst[j] = _value(src[j], d, elem)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -111,7 +129,6 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
     bit for negative x, -0 too) and the block scale's E4M3 code; a NaN block gets the
     scale's NaN code and element codes 0. ``layout``: (element mantissa bits, bias, emin,
     sign bit, E4M3 mantissa bits, bias, emin, NaN code)."""
-    e_shift, e_sub, e_max = elem
     emant, ebias, eemin, esign, smant, sbias, semin, nan_code = layout
     k = code_constants(emant, ebias, eemin)
     bits = src.view(np.int32)
@@ -122,7 +139,7 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
         if amax_bits >= _INF_BITS:
             nan_block_codes(ecodes, scodes, b, start, end, nan_code)
             continue
-        d, s = block_divisor(amax_bits, tensor_scale, e_max, scale)
+        d, s = block_divisor(amax_bits, tensor_scale, elem[2], scale)
         scodes[b] = code_of(s, smant, sbias, semin, 0)
         if d == 0.0:  # the scale rounded to 0: signed zeros
             for i in range(start, end):
@@ -130,9 +147,7 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
             continue
         for i in range(start, end):
             j = np.uint64(i)
-            ra = _nearest(abs(np.float64(src[j]) / d), e_shift, e_sub, e_max)
-            mag = magnitude_code(ra, k)
-            ecodes[j] = np.uint8(mag | (esign if bits[j] < 0 else 0))
+            ecodes[j] = _code(src[j], bits[j] < 0, d, elem, k, esign)
 
 
 @njit(inline="always")
@@ -140,6 +155,8 @@ def whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss
     """For the ``count`` whole blocks from block b0 on: each block's amax bits, divisor and
     scale into ``amax``, ``ds``, ``ss`` [0, count); each loop's iterations independent (also
     fpsim.kernels.mx_stochastic's, for NVFP4's stochastic elements)."""
+    # the amax loop written out: a length passed into an inline helper is not folded to a
+    # constant, and the loop then runs as a general vector loop, measurably slower
     for k in range(count):
         a = np.int32(0)
         start = (b0 + k) * WHOLE
@@ -159,49 +176,37 @@ def chunk_scratch():
             np.empty(CHUNK, np.float64))
 
 
-@njit(inline="always")
-def fill_special_block(src, dst, start, nan):
-    """The whole block from ``start``: NaN where it holds NaN or inf (``nan``), else signed
-    zeros (its scale rounded to 0)."""
-    for i in range(WHOLE):
-        j = np.uint64(start + i)
-        dst[j] = np.nan if nan else np.float32(np.copysign(0.0, src[j]))
-
-
 @njit(nogil=True, cache=True, error_model="numpy")
 def nvfp4_quantize_f32_whole(src, dst, lo, hi, tensor_scale, elem, scale):
     """nvfp4_quantize_f32 for rows of whole blocks of 16: block b is elements [16 b, 16 b +
     16) of the flat views."""
-    e_shift, e_sub, e_max = elem
     bits = src.view(np.int32)
     amax, ds, ss = chunk_scratch()
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
-        whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)
+        whole_block_scales(bits, b0, count, tensor_scale, elem[2], scale, amax, ds, ss)
         for k in range(count):
             start = (b0 + k) * WHOLE
             d = ds[k]
             if amax[k] >= _INF_BITS or d == 0.0:
-                fill_special_block(src, dst, start, amax[k] >= _INF_BITS)
+                fill_special_block(src, dst, start, WHOLE, amax[k] >= _INF_BITS)
                 continue
             for i in range(WHOLE):
                 j = np.uint64(start + i)
-                v = np.float64(src[j]) / d
-                dst[j] = np.float32(np.copysign(_nearest(abs(v), e_shift, e_sub, e_max), v) * d)
+                dst[j] = _value(src[j], d, elem)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def nvfp4_encode_f32_whole(src, ecodes, scodes, lo, hi, tensor_scale, elem, scale, layout):
     """nvfp4_encode_f32 for rows of whole blocks of 16: block b is elements [16 b, 16 b + 16)
     of the flat views."""
-    e_shift, e_sub, e_max = elem
     emant, ebias, eemin, esign, smant, sbias, semin, nan_code = layout
     kc = code_constants(emant, ebias, eemin)
     bits = src.view(np.int32)
     amax, ds, ss = chunk_scratch()
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
-        whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss)
+        whole_block_scales(bits, b0, count, tensor_scale, elem[2], scale, amax, ds, ss)
         for k in range(count):
             b = b0 + k
             start = b * WHOLE
@@ -217,5 +222,4 @@ def nvfp4_encode_f32_whole(src, ecodes, scodes, lo, hi, tensor_scale, elem, scal
                 continue
             for i in range(WHOLE):
                 j = np.uint64(start + i)
-                ra = _nearest(abs(np.float64(src[j]) / d), e_shift, e_sub, e_max)
-                ecodes[j] = np.uint8(magnitude_code(ra, kc) | (esign if bits[j] < 0 else 0))
+                ecodes[j] = _code(src[j], bits[j] < 0, d, elem, kc, esign)

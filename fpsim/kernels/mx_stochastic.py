@@ -189,7 +189,7 @@ def _whole(src, dst, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe):
             start = (b0 + k) * WHOLE
             d = ds[k]
             if amax[k] >= _INF_BITS or d == 0.0:
-                fill_special_block(src, dst, start, amax[k] >= _INF_BITS)
+                fill_special_block(src, dst, start, WHOLE, amax[k] >= _INF_BITS)
                 continue
             for i in range(WHOLE):
                 j = np.uint64(start + i)
