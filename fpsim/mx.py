@@ -109,6 +109,7 @@ from fpsim.kernels.mx_nvfp4 import (
     nvfp4_encode_f32_whole,
     nvfp4_quantize_f32,
     nvfp4_quantize_f32_whole,
+    whole_block_amax_f32,
 )
 from fpsim.kernels.mx_stochastic import mx_stochastic_f32, nvfp4_stochastic_f32_whole
 from fpsim.monitor import is_active as monitor_is_active
@@ -254,6 +255,16 @@ def _tensor_amax(rows: np.ndarray) -> float:
     return float(np.array(top, ints).view(rows.dtype))
 
 
+def _whole_block_amax(rows: np.ndarray) -> tuple[np.ndarray, float]:
+    """(every block's amax bits, the finite amax) of float32 rows of whole blocks of
+    fpsim.kernels.mx_nvfp4.WHOLE: the tensor-amax pass, keeping each block's amax for the
+    kernel that follows (1/16 of the input's bytes), so that one reads the input once."""
+    amax = np.empty(rows.size // WHOLE, np.int32)
+    parts = _kernels.run(whole_block_amax_f32, amax.size, (rows.reshape(-1).view(np.int32),
+                                                           amax), (), work=rows.size)
+    return amax, float(np.array(max(parts), np.int32).view(np.float32))
+
+
 def _run_blocks(rows: np.ndarray, out: np.ndarray | None, codes: np.ndarray | None,
                 scodes: np.ndarray | None, bf: BlockFormat, rule: str, mode: RoundingMode,
                 rng: object, rng_bits: int | None, counting: bool) -> tuple[np.ndarray, float]:
@@ -296,15 +307,16 @@ def _run_nvfp4_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat) -> None:
     ``out`` (fpsim.kernels.mx_nvfp4: the same decisions as _run_blocks; rows of whole blocks
     in its chunked kernel, others in one fused pass)."""
     r, n = rows.shape
-    ts = tensor_scale_of(_tensor_amax(rows), bf)
     constants = (_nearest_constants(bf.element), _nearest_constants(E4M3FN))
     flat = (rows.reshape(-1), out.reshape(-1))
     if _whole_blocks(n, bf):
-        _kernels.run(nvfp4_quantize_f32_whole, rows.size // WHOLE, flat, (ts, *constants),
-                     work=rows.size)
+        amax, top = _whole_block_amax(rows)
+        _kernels.run(nvfp4_quantize_f32_whole, amax.size, (*flat, amax),
+                     (tensor_scale_of(top, bf), *constants), work=rows.size)
     else:
         _kernels.run(nvfp4_quantize_f32, r * -(-n // bf.block), flat,
-                     (n, bf.block, ts, *constants), work=rows.size)
+                     (n, bf.block, tensor_scale_of(_tensor_amax(rows), bf), *constants),
+                     work=rows.size)
 
 
 def _whole_blocks(n: int, bf: BlockFormat) -> bool:
@@ -321,15 +333,16 @@ def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule
     r, n = rows.shape
     f64 = np.dtype(np.float64)
     elem = bf.element
-    ts = tensor_scale_of(_tensor_amax(rows), bf) if bf.two_level else 1.0
     flat = (rows.reshape(-1), out.reshape(-1))
     rb = RANDOM_BITS if rng_bits is None else rng_bits
     fe = format_constants(elem, f64, True, "saturate")
     if bf.two_level and _whole_blocks(n, bf):
-        _kernels.run(nvfp4_stochastic_f32_whole, rows.size // WHOLE, flat,
-                     (ts, elem.max, _nearest_constants(E4M3FN), rb, _seed(rng), fe),
-                     work=rows.size)
+        amax, top = _whole_block_amax(rows)
+        _kernels.run(nvfp4_stochastic_f32_whole, amax.size, (*flat, amax),
+                     (tensor_scale_of(top, bf), elem.max, _nearest_constants(E4M3FN), rb,
+                      _seed(rng), fe), work=rows.size)
         return
+    ts = tensor_scale_of(_tensor_amax(rows), bf) if bf.two_level else 1.0
     _kernels.run(
         mx_stochastic_f32, r * -(-n // bf.block), flat,
         (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
@@ -466,13 +479,16 @@ def encode(
     if arr.dtype == np.float32 and mode is RoundingMode.NEAREST_EVEN and not bf.two_level:
         p = nearest_even_f32_constants(elem, True, "saturate", finite_input=True)
     if _fused_nvfp4(arr, bf, rule, mode, False) and rows.size:
-        ts = tensor_scale_of(_tensor_amax(rows), bf)
         flat = (rows.reshape(-1), codes.reshape(-1), scodes.reshape(-1))
+        whole = _whole_blocks(n, bf)
+        amax, top = _whole_block_amax(rows) if whole else (None, _tensor_amax(rows))
+        ts = tensor_scale_of(top, bf)
         after = (ts, _nearest_constants(elem), _nearest_constants(E4M3FN),
                  (elem.mantissa_bits, elem.bias, elem.emin, 1 << (elem.bits - 1),
                   E4M3FN.mantissa_bits, E4M3FN.bias, E4M3FN.emin, E4M3FN.max_code + 1))
-        if _whole_blocks(n, bf):
-            _kernels.run(nvfp4_encode_f32_whole, scodes.size, flat, after, work=rows.size)
+        if amax is not None:
+            _kernels.run(nvfp4_encode_f32_whole, scodes.size, (*flat, amax), after,
+                         work=rows.size)
         else:
             _kernels.run(nvfp4_encode_f32, scodes.size, flat, (n, bf.block, *after),
                          work=rows.size)

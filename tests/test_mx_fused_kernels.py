@@ -74,6 +74,26 @@ def test_whole_block_nvfp4_kernels_equal_the_general_kernel_bit_for_bit(monkeypa
     np.testing.assert_array_equal(scales, want_scales.reshape(scales.shape))
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_tensor_amax_pass_keeps_each_blocks_amax_and_the_finite_amax(seed):
+    # whole_block_amax_f32: block b's largest |x| as bits (NaN and inf above every finite
+    # value), and the largest finite |x| (what the separate tensor-amax pass returns)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(16 * 40) * 2.0 ** rng.integers(-149, 127, 16 * 40)).astype(
+        np.float32)
+    x[:16] = np.inf  # a block of only inf: amax inf, no finite value
+    x[20] = np.nan
+    x[40:48] = -0.0
+    x[48:64] = np.float32(2.0**-149) * rng.integers(-3, 4, 16)  # subnormals
+    x[-1] = -np.inf
+    rows = x.reshape(4, -1)
+    amax, top = mx._whole_block_amax(rows)
+    magnitude = np.abs(x.view(np.int32) & 0x7FFFFFFF).reshape(-1, 16)
+    np.testing.assert_array_equal(amax, magnitude.max(axis=1))
+    finite = np.abs(x[np.isfinite(x)])
+    assert top == float(finite.max()) == mx._tensor_amax(rows)
+
+
 @pytest.mark.parametrize("n", [32, 40])  # whole blocks of 16; a partial one
 def test_a_two_level_integer_format_keeps_the_general_kernels_values_and_codes(n):
     # the NVFP4 kernels write -0 and sign-magnitude codes; an integer element format (INT8_64

@@ -27,7 +27,7 @@ from numba import njit
 
 from fpsim.rounding import RoundingMode
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's constants
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's constants
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 
@@ -35,7 +35,7 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 def stream_seed(seed: int, offset: int) -> int:
     """The seed whose element i draws what element ``offset + i`` draws under ``seed`` (as a
     signed 64-bit int, so the kernel's argument type never changes)."""
-    z = (seed + offset * int(_GOLDEN)) % 2**64
+    z = (seed + offset * int(GOLDEN)) % 2**64
     return z - 2**64 if z >= 2**63 else z
 
 
@@ -107,7 +107,20 @@ def _tiny_threshold(rule, half_q_bits):
 def draw(seed, i):
     """Element i's 56 uniform random bits (an int64): the top 56 bits of splitmix64 of the
     counter ``i + 1`` from ``seed``, the one stream of every stochastic kernel."""
-    z = np.uint64(seed) + np.uint64(i + 1) * _GOLDEN
+    return mix(counter(seed, i))
+
+
+@njit(inline="always")
+def counter(seed, i):
+    """splitmix64's state for element i: ``seed + (i + 1) * golden`` (uint64, wrapping).
+    Element i + 1's is this plus ``GOLDEN``, so a loop over consecutive elements may step it
+    by one addition instead of a multiplication per element (the same bits)."""
+    return np.uint64(seed) + np.uint64(i + 1) * GOLDEN
+
+
+@njit(inline="always")
+def mix(z):
+    """The top 56 bits (an int64) of splitmix64's output for the state ``z``."""
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
     return np.int64((z ^ (z >> np.uint64(31))) >> np.uint64(8))

@@ -27,11 +27,13 @@ and rounds once to float32; an element's code comes from its rounded magnitude's
 ``code_of``). A scale that rounds to 0 gives ``d = 0`` and signed zeros.
 
 Rows of whole blocks of 16 (NVFP4's block, n a multiple of 16) take ``nvfp4_*_f32_whole``:
-block b is elements [16 b, 16 b + 16), and the blocks go ``CHUNK`` at a time, each step in
-its own loop: every amax, then every block scale and divisor (independent iterations, so it
-vectorizes instead of one long dependent chain per block), then the elements, each loop of
-constant length 16, which LLVM turns into straight vector code (the speed of both:
-docs/hardware.md); the same decisions (tests compare both with the general kernel).
+block b is elements [16 b, 16 b + 16). Their block amaxes come from the pass that finds the
+tensor amax (``whole_block_amax_f32``, which stores each block's), so the elements are read
+once more, not twice; the blocks then go ``CHUNK`` at a time: every block scale and divisor
+(independent iterations, so it vectorizes instead of one long dependent chain per block),
+then the elements in loops of constant length 16, which LLVM turns into straight vector code
+(the speed of both: docs/hardware.md); the same decisions (tests compare both with the
+general kernel).
 
 The scale rules "ceil" and "floor" take the general kernel. Kernels assume validated input
 (fpsim.mx checks and packs the arguments).
@@ -150,46 +152,58 @@ def nvfp4_encode_f32(src, ecodes, scodes, lo, hi, n, block, tensor_scale, elem, 
             ecodes[j] = _code(src[j], bits[j] < 0, d, elem, k, esign)
 
 
-@njit(inline="always")
-def whole_block_scales(bits, b0, count, tensor_scale, e_max, scale, amax, ds, ss):
-    """For the ``count`` whole blocks from block b0 on: each block's amax bits, divisor and
-    scale into ``amax``, ``ds``, ``ss`` [0, count); each loop's iterations independent (also
-    fpsim.kernels.mx_stochastic's, for NVFP4's stochastic elements)."""
-    # the amax loop written out: a length passed into an inline helper is not folded to a
-    # constant, and the loop then runs as a general vector loop, measurably slower
-    for k in range(count):
+@njit(nogil=True, cache=True, error_model="numpy")
+def whole_block_amax_f32(bits, amax, lo, hi):
+    """For the whole blocks lo..hi-1 of 16 (``bits``: the int32 view of the float32 input):
+    each block's largest ``|x|`` as bits into ``amax[b]`` (NaN and inf sort above every
+    finite value, marking a NaN block), and the return value: the largest finite ``|x|``
+    among them as bits (0 if none), fpsim.kernels.mx_general.finite_amax_f32's answer."""
+    top = np.int32(0)
+    for b in range(lo, hi):
         a = np.int32(0)
-        start = (b0 + k) * WHOLE
+        f = np.int32(0)
+        start = b * WHOLE
         for i in range(WHOLE):
-            a = np.int32(max(a, np.int32(bits[np.uint64(start + i)] & _ABS)))
-        amax[k] = a
+            v = np.int32(bits[np.uint64(start + i)] & _ABS)
+            a = np.int32(max(a, v))
+            f = np.int32(max(f, np.int32(v if v < _INF_BITS else 0)))
+        amax[np.uint64(b)] = a
+        top = np.int32(max(top, f))
+    return top
+
+
+@njit(inline="always")
+def whole_block_scales(amax, b0, count, tensor_scale, e_max, scale, ds, ss):
+    """For the ``count`` whole blocks from block b0 on (``amax``: every block's, from
+    ``whole_block_amax_f32``): each block's divisor and scale into ``ds``, ``ss`` [0, count),
+    in a loop of independent iterations (also fpsim.kernels.mx_stochastic's, for NVFP4's
+    stochastic elements)."""
     for k in range(count):
-        d, s = block_divisor(amax[k], tensor_scale, e_max, scale)
+        d, s = block_divisor(amax[np.uint64(b0 + k)], tensor_scale, e_max, scale)
         ds[k] = d
         ss[k] = s
 
 
 @njit(inline="always")
 def chunk_scratch():
-    """whole_block_scales's outputs for a chunk: (amax bits, divisors, scales)."""
-    return (np.empty(CHUNK, np.int32), np.empty(CHUNK, np.float64),
-            np.empty(CHUNK, np.float64))
+    """whole_block_scales's outputs for a chunk: (divisors, scales)."""
+    return np.empty(CHUNK, np.float64), np.empty(CHUNK, np.float64)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def nvfp4_quantize_f32_whole(src, dst, lo, hi, tensor_scale, elem, scale):
+def nvfp4_quantize_f32_whole(src, dst, amax, lo, hi, tensor_scale, elem, scale):
     """nvfp4_quantize_f32 for rows of whole blocks of 16: block b is elements [16 b, 16 b +
-    16) of the flat views."""
-    bits = src.view(np.int32)
-    amax, ds, ss = chunk_scratch()
+    16) of the flat views, its amax ``amax[b]`` (whole_block_amax_f32)."""
+    ds, ss = chunk_scratch()
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
-        whole_block_scales(bits, b0, count, tensor_scale, elem[2], scale, amax, ds, ss)
+        whole_block_scales(amax, b0, count, tensor_scale, elem[2], scale, ds, ss)
         for k in range(count):
             start = (b0 + k) * WHOLE
             d = ds[k]
-            if amax[k] >= _INF_BITS or d == 0.0:
-                fill_special_block(src, dst, start, WHOLE, amax[k] >= _INF_BITS)
+            nan = amax[np.uint64(b0 + k)] >= _INF_BITS
+            if nan or d == 0.0:
+                fill_special_block(src, dst, start, WHOLE, nan)
                 continue
             for i in range(WHOLE):
                 j = np.uint64(start + i)
@@ -197,21 +211,22 @@ def nvfp4_quantize_f32_whole(src, dst, lo, hi, tensor_scale, elem, scale):
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def nvfp4_encode_f32_whole(src, ecodes, scodes, lo, hi, tensor_scale, elem, scale, layout):
+def nvfp4_encode_f32_whole(src, ecodes, scodes, amax, lo, hi, tensor_scale, elem, scale,
+                           layout):
     """nvfp4_encode_f32 for rows of whole blocks of 16: block b is elements [16 b, 16 b + 16)
-    of the flat views."""
+    of the flat views, its amax ``amax[b]`` (whole_block_amax_f32)."""
     emant, ebias, eemin, esign, smant, sbias, semin, nan_code = layout
     kc = code_constants(emant, ebias, eemin)
     bits = src.view(np.int32)
-    amax, ds, ss = chunk_scratch()
+    ds, ss = chunk_scratch()
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
-        whole_block_scales(bits, b0, count, tensor_scale, elem[2], scale, amax, ds, ss)
+        whole_block_scales(amax, b0, count, tensor_scale, elem[2], scale, ds, ss)
         for k in range(count):
             b = b0 + k
             start = b * WHOLE
             d = ds[k]
-            if amax[k] >= _INF_BITS:
+            if amax[np.uint64(b)] >= _INF_BITS:
                 nan_block_codes(ecodes, scodes, b, start, start + WHOLE, nan_code)
                 continue
             scodes[b] = code_of(ss[k], smant, sbias, semin, 0)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fpsim.kernels.general import RANDOM_BITS, draw
+from fpsim.kernels.general import GOLDEN, RANDOM_BITS, counter, mix
 from fpsim.kernels.mx import (
     _ABS,
     _INF_BITS,
@@ -151,47 +151,54 @@ def _blocks(src, dst, lo, hi, n, block, two_level, tensor_scale, rule, emax, max
                     j = np.uint64(i)
                     dst[j] = np.float32(np.copysign(0.0, src[j]) + z)
                 continue
+            c = counter(seed, start)
             for i in range(start, end):
                 j = np.uint64(i)
-                el = _element_f64(np.float64(src[j]) / d, draw(seed, i), rb, fe, tiny64)
+                el = _element_f64(np.float64(src[j]) / d, mix(c), rb, fe, tiny64)
+                c += GOLDEN  # element i + 1's counter
                 dst[j] = np.float32((el + z) * d)
         else:
             e = shared_exponent_bits(amax_bits, rule, emax, fmax, mant_bits)
             down = pow2_f32(-e)
             up = pow2_f32(e)  # element * 2^e rounds once to float32, as in float64
+            c = counter(seed, start)
             for i in range(start, end):
                 j = np.uint64(i)
-                el = _element_f32(src[j] * down, draw(seed, i), rb, k)
+                el = _element_f32(src[j] * down, mix(c), rb, k)
+                c += GOLDEN
                 dst[j] = (el + z32) * up
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def nvfp4_stochastic_f32_whole(src, dst, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe):
+def nvfp4_stochastic_f32_whole(src, dst, amax, lo, hi, tensor_scale, max_elem, scale, rb, seed,
+                               fe):
     """mx_stochastic_f32 for NVFP4 rows of whole blocks of 16 (block b is elements [16 b,
-    16 b + 16) of the flat views): fpsim.kernels.mx_nvfp4's chunks, every block scale of a
-    chunk first, then the elements as mx_stochastic_f32 rounds them."""
+    16 b + 16) of the flat views, its amax ``amax[b]``): fpsim.kernels.mx_nvfp4's chunks,
+    every block scale of a chunk first, then the elements as mx_stochastic_f32 rounds them."""
     if rb == RANDOM_BITS:
-        _whole(src, dst, lo, hi, tensor_scale, max_elem, scale, RANDOM_BITS, seed, fe)
+        _whole(src, dst, amax, lo, hi, tensor_scale, max_elem, scale, RANDOM_BITS, seed, fe)
     else:
-        _whole(src, dst, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe)
+        _whole(src, dst, amax, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe)
 
 
 @njit(inline="always")
-def _whole(src, dst, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe):
+def _whole(src, dst, amax, lo, hi, tensor_scale, max_elem, scale, rb, seed, fe):
     """nvfp4_stochastic_f32_whole's loops (``rb``: a constant for the full draw)."""
-    bits = src.view(np.int32)
-    amax, ds, ss = chunk_scratch()
+    ds, ss = chunk_scratch()
     tiny64 = 2.0 ** (rb - (fe.EMIN - fe.M))
     for b0 in range(lo, hi, CHUNK):
         count = min(CHUNK, hi - b0)
-        whole_block_scales(bits, b0, count, tensor_scale, max_elem, scale, amax, ds, ss)
+        whole_block_scales(amax, b0, count, tensor_scale, max_elem, scale, ds, ss)
         for k in range(count):
             start = (b0 + k) * WHOLE
             d = ds[k]
-            if amax[k] >= _INF_BITS or d == 0.0:
-                fill_special_block(src, dst, start, WHOLE, amax[k] >= _INF_BITS)
+            nan = amax[np.uint64(b0 + k)] >= _INF_BITS
+            if nan or d == 0.0:
+                fill_special_block(src, dst, start, WHOLE, nan)
                 continue
+            c = counter(seed, start)
             for i in range(WHOLE):
                 j = np.uint64(start + i)
-                el = _element_f64(np.float64(src[j]) / d, draw(seed, start + i), rb, fe, tiny64)
+                el = _element_f64(np.float64(src[j]) / d, mix(c), rb, fe, tiny64)
+                c += GOLDEN
                 dst[j] = np.float32(el * d)

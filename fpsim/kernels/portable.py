@@ -22,11 +22,11 @@ import numpy as np
 from fpsim.kernels.constants import Carrier, FormatBits
 from fpsim.kernels.general import (
     _ABOVE_HALF,
-    _GOLDEN,
     _HALF_OR_MORE,
     _MIX1,
     _MIX2,
     _NONZERO,
+    GOLDEN,
     ModeBits,
 )
 
@@ -49,7 +49,7 @@ def _tiny_threshold(rule: int, half_q_bits: int) -> int:
 
 def random_bits(seed: int, index: np.ndarray) -> np.ndarray:
     """The kernel's 56 uniform random bits (int64) for each element index under ``seed``."""
-    z = np.uint64(seed % 2**64) + (index.astype(np.uint64) + np.uint64(1)) * _GOLDEN
+    z = np.uint64(seed % 2**64) + (index.astype(np.uint64) + np.uint64(1)) * GOLDEN
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
     return ((z ^ (z >> np.uint64(31))) >> np.uint64(8)).astype(np.int64)
