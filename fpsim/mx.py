@@ -71,7 +71,9 @@ Decisions (each one a rule of ``quantize``, ``encode`` and ``decode`` alike):
   rules, a monitored call) runs in fpsim.kernels.mx_general, the same decisions through the
   general rounding kernel (the fused kernels are tested bit for bit against it). ``decode``
   looks both factors up in 256-entry tables (fpsim.kernels.mx_decode). NVFP4's tensor amax
-  is one kernel pass over the bits. A copy made to put ``axis`` last takes the result in
+  is one kernel pass over the bits; for rows of whole blocks it also keeps each block's amax
+  (1/16 of the input's bytes), which the kernel after it reads instead of the elements. A
+  copy made to put ``axis`` last takes the result in
   place, so every path peaks within 2x the input. ``explain`` keeps the numpy reference path
   (float64). Every kernel takes a range of whole blocks, and large arrays are split by blocks
   over threads (fpsim.kernels.threads, ``FPSIM_NUM_THREADS``): blocks are independent and
