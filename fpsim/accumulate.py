@@ -42,6 +42,8 @@ from fpsim import accumulators as _models
 from fpsim._validate import generator
 from fpsim.catalog import FP32
 from fpsim.formats import Format
+from fpsim.monitor import is_active as monitor_is_active
+from fpsim.monitor import record_sums
 from fpsim.quantize import _seed, format_constants
 from fpsim.rounding import RoundingMode, get_mode, resolve_overflow
 
@@ -100,15 +102,26 @@ def sum_rows(
     Returns the accumulator values (float64, in ``acc``); an empty row sums to +0.
     """
     if _check_model(acc, order, ("sequential",), mode):
-        return _models.sum_rows(x, acc, rng)  # type: ignore[arg-type]
+        out, counts = _models.sum_rows(x, acc, rng)  # type: ignore[arg-type]
+        _record("sum", acc, out.size, counts)
+        return out
     assert isinstance(acc, Format)
     _check_order(order, SUM_ORDERS)
     x = np.ascontiguousarray(x, dtype=np.float64)
     out = np.empty(x.shape[0], dtype=np.float64)
     code, seed, c, f = _kernel_args(acc, mode, rng)
-    _kernels.run(_kernels.accumulate_rows, x.shape[0], (x, out),
-                 (order == "pairwise", code, seed, c, f), work=x.size)
+    parts = _kernels.run(_kernels.accumulate_rows, x.shape[0], (x, out),
+                         (order == "pairwise", code, seed, c, f), work=x.size)
+    _record("sum", acc, out.size, np.sum(parts, axis=0))
     return out
+
+
+def _record(site: str, acc: Accumulator, sums: int, counts: np.ndarray) -> None:
+    """The accumulation's telemetry for the active monitors (fpsim.monitor): outputs,
+    additions and swamped terms, under ``site`` and the accumulator's name."""
+    if monitor_is_active():
+        name = acc.name if isinstance(acc, Format) else _models.name_of(acc)
+        record_sums(site, name, (sums, int(counts[0]), int(counts[1])))
 
 
 def same_values(a: Format, b: Format) -> bool:
@@ -179,6 +192,7 @@ def matmul_2d(
         code, seed, c, f = _kernel_args(acc, mode, rng)
         kernel, args = _kernels.accumulate_rows, (order == "pairwise", code, seed, c, f)
     seed_at = 8 if model else 2  # where the stochastic seed sits in args
+    counts = np.zeros(2, dtype=np.int64)
     # out[i, j] is row i * n + j of the (m * n, k) matrix of exact float64 products
     # a[i, t] * b[t, j] (<= 48-bit significands), summed by the one accumulation kernel
     # (accumulate_rows, which fpsim.sum uses too, or a model's model_rows); its stochastic
@@ -191,8 +205,10 @@ def matmul_2d(
         prods = (a64[i0:i1, None, :] * bt64[None, :, :]).reshape((i1 - i0) * n, k)
         block_args = (args[:seed_at] + (_kernels.stream_seed(args[seed_at], i0 * n * 2 * k),)
                       + args[seed_at + 1:])
-        _kernels.run(kernel, prods.shape[0], (prods, flat[i0 * n:i1 * n]), block_args,
-                     work=prods.size)
+        parts = _kernels.run(kernel, prods.shape[0], (prods, flat[i0 * n:i1 * n]), block_args,
+                             work=prods.size)
+        counts += np.sum(parts, axis=0)
+    _record("matmul", acc, out.size, counts)
     return out
 
 

@@ -169,15 +169,22 @@ def kernel_args(model: Model, rng: object = None) -> tuple:
 
 
 def sum_rows(x: np.ndarray, model: Model, rng: object = None, seed_offset: int = 0
-             ) -> np.ndarray:
-    """The model's sum of each row of the 2-D float64 array ``x`` (exact terms), float64."""
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The model's sum of each row of the 2-D float64 array ``x`` (exact terms), float64, and
+    the kernel's (additions, swamped terms) counts."""
     x = np.ascontiguousarray(x, dtype=np.float64)
     out = np.empty(x.shape[0], dtype=np.float64)
     args = kernel_args(model, rng)
     if seed_offset:
         args = args[:8] + (_kernels.stream_seed(args[8], seed_offset),) + args[9:]
-    _kernels.run(model_rows, x.shape[0], (x, out), args, work=x.size)
-    return out
+    parts = _kernels.run(model_rows, x.shape[0], (x, out), args, work=x.size)
+    return out, np.sum(parts, axis=0)
+
+
+def name_of(model: Model) -> str:
+    """The name of the first preset whose model equals ``model`` (``te_fp8_dgrad`` is named
+    ``hopper_fp8_promote128``, the same model), else the model's class name."""
+    return next((k for k, v in PRESETS.items() if v == model), type(model).__name__)
 
 
 def is_model(acc: object) -> bool:

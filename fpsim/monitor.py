@@ -14,6 +14,14 @@ A site is the name of the operation that rounded: ``fpsim.round(..., site="name"
 ``"round"``), and EmulatedArray operations use the numpy ufunc name (``"add"``, ``"multiply"``,
 ``"power"``, ``"matmul"``, ``"sum"``, ``"cast"`` for operands converted to a format, ``"array"``
 for ``fpsim.array``). When no monitor is active the plain kernel runs and nothing is counted.
+
+Sums and products that round their accumulator (``fpsim.sum/dot/matmul`` with ``accumulate=``
+a format or an accumulator model, EmulatedArray ``sum`` and ``@``) also record, in
+``Monitor.sums`` per site (``"sum"``, ``"matmul"``), what the accumulation did: ``sums`` (the
+outputs), ``additions`` (terms added into an accumulator) and ``swamped`` (terms lost whole:
+an addition whose rounded result equals one operand while the other is non-zero, or a term an
+aligned-group model truncated to zero). A product in BLAS order (``order="blas"``, which
+``"auto"`` picks for exact float32 products into fp32) is not counted there.
 Monitors nest: every active monitor counts every event. The set of active monitors belongs to
 the thread (a ``contextvars.ContextVar``): a rounding in another thread, or another asyncio
 task, is not counted by this thread's monitors, unless it runs inside ``counting_in`` with
@@ -74,6 +82,16 @@ def record_blocks(site: str, fmt_name: str, counts: tuple[int, ...]) -> None:
         m.add_blocks(site, fmt_name, counts)
 
 
+SUM_EVENTS = ("sums", "additions", "swamped")
+
+
+def record_sums(site: str, accumulator: str, counts: tuple[int, ...]) -> None:
+    """Add one accumulation's counts (``SUM_EVENTS``, fpsim.accumulate) to every active
+    monitor; ``accumulator`` names the format or model."""
+    for m in _ACTIVE.get():
+        m.add_sums(site, accumulator, counts)
+
+
 def record(site: str, fmt: Format, n: int, counts: tuple[int, ...]) -> None:
     """Add one rounding's element count and event counts to every monitor active here."""
     for m in _ACTIVE.get():
@@ -92,6 +110,8 @@ class Monitor:
         self.counts: dict[str, dict[str, int]] = {}
         self.formats: dict[str, str] = {}
         self.blocks: dict[str, dict[str, int]] = {}  # fpsim.mx: {site: BLOCK_EVENTS counts}
+        self.sums: dict[str, dict[str, int]] = {}  # accumulations: {site: SUM_EVENTS counts}
+        self.accumulators: dict[str, str] = {}  # the accumulator each sums site used (last)
 
     def add(self, site: str, fmt: Format, n: int, counts: tuple[int, ...]) -> None:
         row = self.counts.setdefault(site, {"elements": 0, **dict.fromkeys(EVENTS, 0)})
@@ -107,6 +127,13 @@ class Monitor:
         for name, value in zip(BLOCK_EVENTS, counts, strict=True):
             row[name] += int(value)
         self.formats[site] = fmt_name
+
+    def add_sums(self, site: str, accumulator: str, counts: tuple[int, ...]) -> None:
+        """Accumulation counts (fpsim.accumulate): outputs, additions, swamped terms."""
+        row = self.sums.setdefault(site, dict.fromkeys(SUM_EVENTS, 0))
+        for name, value in zip(SUM_EVENTS, counts, strict=True):
+            row[name] += int(value)
+        self.accumulators[site] = accumulator
 
     # --- lifecycle -----------------------------------------------------------------------
     @property
@@ -130,6 +157,8 @@ class Monitor:
         self.counts.clear()
         self.formats.clear()
         self.blocks.clear()
+        self.sums.clear()
+        self.accumulators.clear()
 
     def __enter__(self) -> Monitor:
         return self.start()
@@ -163,7 +192,7 @@ class Monitor:
                 k = row[name]
                 cells.append(f"{k:,} ({k / n:.2%})" if n and k else "0")
             rows.append(cells)
-        if len(rows) == 1 and not self.blocks:
+        if len(rows) == 1 and not self.blocks and not self.sums:
             return "fpsim monitor: nothing rounded yet"
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines = []
@@ -173,7 +202,8 @@ class Monitor:
             lines.append("  ".join(left + right).rstrip())
             if r == 0:
                 lines.append("  ".join("-" * w for w in widths))
-        return "\n".join((lines if len(rows) > 1 else []) + self._block_lines())
+        return "\n".join((lines if len(rows) > 1 else []) + self._block_lines()
+                         + self._sum_lines())
 
     def _block_lines(self) -> list[str]:
         """The fpsim.mx rows: blocks, elements, and each block event as count and share."""
@@ -187,6 +217,17 @@ class Monitor:
                 f"saturated {row['saturated']:,}, flushed {row['flushed']:,}, "
                 f"clipped blocks {row['clipped_blocks']:,}"
                 + (f" ({row['clipped_blocks'] / nb:.2%})" if nb else ""))
+        return lines
+
+    def _sum_lines(self) -> list[str]:
+        """The accumulation rows: outputs, additions, and swamped terms as count and share."""
+        if not self.sums:
+            return []
+        lines = ["accumulation: " + ", ".join(SUM_EVENTS)]
+        for site, row in self.sums.items():
+            n, k = row["additions"], row["swamped"]
+            lines.append(f"  {site} ({self.accumulators.get(site, '')}): {row['sums']:,} sums, "
+                         f"{n:,} additions; swamped {k:,}" + (f" ({k / n:.2%})" if n else ""))
         return lines
 
     def __str__(self) -> str:

@@ -42,9 +42,17 @@ def _round_f64(x, mode, seed, i, c, f):
     return np.int64(_round_bits(b, mode, mode.STOCHASTIC, seed, i, c, f)).view(np.float64)
 
 
+@njit(inline="always")
+def lost(a, b, t):
+    """1 when the addition ``a + b``, rounded to ``t``, lost a non-zero operand whole (``t``
+    equals the other one, finite): a swamped term, the telemetry of fpsim.monitor."""
+    return np.int64(np.isfinite(t) and ((b != 0.0 and t == a) or (a != 0.0 and t == b)))
+
+
 @njit
-def _reduce_row(x, buf, pairwise, mode, seed, base, c, f):
-    """One row's sum, the accumulator rounded to the format after every addition.
+def _reduce_row(x, buf, pairwise, mode, seed, base, c, f, counts):
+    """One row's sum, the accumulator rounded to the format after every addition; adds the
+    row's additions and swamped terms (``lost``) to ``counts``.
 
     sequential: s = x[0]; s = rnd(s + x[k]) for k = 1..n-1.
     pairwise: adjacent pairs level by level, rnd(buf[2i] + buf[2i+1]) (a balanced tree);
@@ -53,10 +61,13 @@ def _reduce_row(x, buf, pairwise, mode, seed, base, c, f):
     n = x.size
     if n == 0:
         return 0.0
+    counts[0] += n - 1
     if not pairwise:
         s = _round_f64(x[0], mode, seed, base, c, f)
         for k in range(1, n):
-            s = _round_f64(_odd_sum(s, x[k]), mode, seed, base + k, c, f)
+            t = _round_f64(_odd_sum(s, x[k]), mode, seed, base + k, c, f)
+            counts[1] += lost(s, x[k], t)
+            s = t
         return s
     for k in range(n):
         buf[k] = _round_f64(x[k], mode, seed, base + k, c, f)
@@ -65,9 +76,9 @@ def _reduce_row(x, buf, pairwise, mode, seed, base, c, f):
     while m > 1:
         half = m // 2
         for k in range(half):
-            buf[k] = _round_f64(
-                _odd_sum(buf[2 * k], buf[2 * k + 1]), mode, seed, base + step + k, c, f
-            )
+            a, b = buf[2 * k], buf[2 * k + 1]
+            buf[k] = _round_f64(_odd_sum(a, b), mode, seed, base + step + k, c, f)
+            counts[1] += lost(a, b, buf[k])
         if m % 2 == 1:
             buf[half] = buf[m - 1]
         step += half
@@ -78,8 +89,12 @@ def _reduce_row(x, buf, pairwise, mode, seed, base, c, f):
 @njit(nogil=True, cache=True)
 def accumulate_rows(x, out, lo, hi, pairwise, mode, seed, c, f):
     """out[r] = sum of the float64 row x[r, :] with the accumulator rounded every addition,
-    for the rows lo <= r < hi."""
+    for the rows lo <= r < hi. Returns (additions, swamped terms): int64 counts for
+    fpsim.monitor (an addition whose rounded result equals one operand while the other is
+    non-zero lost that term whole)."""
     n = x.shape[1]
+    counts = np.zeros(2, dtype=np.int64)
     for r in range(lo, hi):
         buf = np.empty(n if pairwise else 0, dtype=np.float64)
-        out[r] = _reduce_row(x[r], buf, pairwise, mode, seed, r * 2 * n, c, f)
+        out[r] = _reduce_row(x[r], buf, pairwise, mode, seed, r * 2 * n, c, f, counts)
+    return counts
