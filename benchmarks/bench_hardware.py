@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/timing.py
+from bench_train import nn_model, nn_step  # noqa: E402
 from timing import interleaved_times  # noqa: E402
 
 Call = Callable[[], object]
@@ -72,30 +73,16 @@ def _rows(seed: int) -> list[tuple[str, str, Call, Call]]:
     rows.append(("random Hadamard transform, 16-blocks", "numpy float32 blocks @ 16x16",
                  lambda: hadamard.random_hadamard_transform(tiles),
                  lambda: tiles.reshape(-1, 16) @ matrix))
-    sizes, batch = (256, 256, 256, 10), 64
+    sizes, batch = [256, 256, 256, 10], 64
     xs = rng.random((batch, sizes[0]), dtype=np.float32)
     ys = rng.integers(0, sizes[-1], batch)
     loss_fn = nn.losses.SparseCategoricalCrossentropy(from_logits=True)
 
-    def model(policy: str) -> nn.Sequential:
-        with nn.policy_scope(policy):
-            layers = [nn.Dense(n, activation="relu", seed=seed + i)
-                      for i, n in enumerate(sizes[1:-1])]
-            m = nn.Sequential([*layers, nn.Dense(sizes[-1], seed=seed + 99)])
-            m(np.zeros((1, sizes[0]), np.float32))
-        return m
+    def model(policy: str) -> nn.Sequential:  # bench_train's MLP, seeded alike
+        return nn_model(sizes, policy, seed)
 
     def sgd_step(m: nn.Sequential) -> Call:
-        def step() -> float:
-            variables = m.trainable_variables
-            for v in variables:
-                v.zero_grad()
-            loss = loss_fn(ys, m(xs, training=True))
-            loss.backward()
-            for v in variables:  # SGD on the fp32 master weights
-                v.data -= 0.01 * v.grad.data
-            return loss.item()
-        return step
+        return lambda: nn_step(m, loss_fn, xs, ys)
 
     def adam_step(m: nn.Sequential, **options: object) -> Call:
         opt = nn.optimizers.Adam(1e-4, **options)

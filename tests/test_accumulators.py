@@ -1,5 +1,6 @@
-"""Accumulator models (fpsim.accumulators) against exact references written here: Fractions
-for every sum, fpsim.round_scalar (the pure-Python rounding spec) for every rounding."""
+"""Accumulator models (fpsim.accumulators) against the exact reference of
+tests/accumulator_reference.py: Fractions for every sum, fpsim.round_scalar (the pure-Python
+rounding spec) for every rounding."""
 
 from __future__ import annotations
 
@@ -7,61 +8,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from accumulator_reference import ref_model
 
 import fpsim
 from fpsim import accumulators as A
 from fpsim.catalog import FP16, FP32
-
-
-def ref_round(v: Fraction, fmt, mode) -> Fraction:
-    return Fraction(fpsim.round_scalar(v, fmt, str(mode)))
-
-
-def ref_ieee(terms: list[Fraction], m: A.IEEE) -> Fraction:
-    if not terms:
-        return Fraction(0)
-    s = ref_round(terms[0], m.fmt, m.mode)
-    for t in terms[1:]:
-        s = ref_round(s + t, m.fmt, m.mode)
-    return s
-
-
-def trunc_to(v: Fraction, unit: Fraction) -> Fraction:
-    q = abs(v) // unit
-    return q * unit if v >= 0 else -q * unit
-
-
-def ref_aligned(terms: list[Fraction], m: A.AlignedGroups) -> Fraction:
-    s = Fraction(0)
-    for g in range(0, len(terms), m.group):
-        group = [s, *terms[g:g + m.group]]
-        big = max(abs(t) for t in group)
-        if big == 0:
-            s = ref_round(Fraction(0), m.fmt, m.mode)
-            continue
-        e = 0  # 2^(e - 1) <= big < 2^e
-        while Fraction(2) ** e <= big:
-            e += 1
-        while Fraction(2) ** (e - 1) > big:
-            e -= 1
-        unit = Fraction(2) ** (e - m.bits)
-        s = ref_round(sum(trunc_to(t, unit) for t in group), m.fmt, m.mode)
-    return s
-
-
-def ref_inner(terms: list[Fraction], m) -> Fraction:
-    return ref_ieee(terms, m) if isinstance(m, A.IEEE) else ref_aligned(terms, m)
-
-
-def ref_model(terms: list[Fraction], m) -> Fraction:
-    if not isinstance(m, A.Chunked):
-        return ref_inner(terms, m)
-    total = None
-    for c in range(0, len(terms), m.chunk):
-        part = ref_inner(terms[c:c + m.chunk], m.inner)
-        total = ref_round(part if total is None else total + part, m.outer, m.outer_mode)
-    return total if total is not None else Fraction(0)
-
 
 CUSTOM = {
     "aligned k8 w10 fp16 nearest": A.AlignedGroups(8, 10, FP16, "nearest_even"),
