@@ -192,3 +192,17 @@ def test_run_from_start_covers_start_to_n_exactly_once_in_order(start):
     assert covered == list(range(start, N))
     assert len(results) == (_kernels.get_num_threads()
                             if N - start >= _kernels.PARALLEL_MIN else 1)
+
+
+def test_each_modes_one_mode_kernel_has_a_name_of_its_own():
+    """numba names a compiled function's symbols from its qualified name and a per-process
+    counter; the modes' kernels are closures of one code, so without a name each, two modes
+    compiled in two processes could share symbol names and, loaded together from the cache,
+    one kernel found no Environment ("'descr' is NULL" on return; seen after a parallel test
+    run). Each mode's kernel, counting or not, has its own name and its own cache files."""
+    from fpsim.kernels.general import SPECIALISED_COUNT_RANGE, SPECIALISED_RANGE
+
+    kernels = [*SPECIALISED_RANGE.values(), *SPECIALISED_COUNT_RANGE.values()]
+    names = [k.py_func.__qualname__ for k in kernels]
+    assert len(set(names)) == len(names) == 2 * len(SPECIALISED_RANGE)
+    assert all(k.py_func.__name__ == k.py_func.__qualname__ for k in kernels)

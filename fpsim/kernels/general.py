@@ -224,37 +224,48 @@ def round_range(src, dst, lo, hi, m, seed, c, f):
             dst[j] = _round_bits(np.int64(src[j]), m, False, seed, i, c, f)
 
 
-def _specialised_range(bits: ModeBits) -> Any:
+def _named(fn: Any, name: str) -> Any:
+    """``fn`` renamed ``name`` (its qualified name too), then compiled and cached.
+
+    Each mode's kernel is a closure of the same code, and numba names a compiled function's
+    symbols (its Environment, which holds a returned array's dtype) from the qualified name and
+    a counter of the process that compiled it. Two modes compiled in two processes (test
+    workers, a pool) could get the same name; loaded together from the cache, one found the
+    other's Environment or none ("'descr' is NULL" on return). A name per mode keeps them
+    apart, and gives each mode its own cache files."""
+    fn.__name__ = fn.__qualname__ = name
+    return njit(nogil=True, cache=True)(fn)
+
+
+def _specialised_range(mode: RoundingMode, bits: ModeBits) -> Any:
     """round_range for one mode, with its switches compile-time constants (numba freezes the
     closure's values), so LLVM folds them away: about twice as fast per element as the run-time
     switches, for one more compilation per mode and carrier (cached like every kernel)."""
     stochastic = bool(bits.STOCHASTIC)
 
-    @njit(nogil=True, cache=True)
     def round_mode_range(src, dst, lo, hi, seed, c, f):
         for i in range(lo, hi):
             j = np.uint64(i)  # an unsigned index: no wraparound check, so the loop vectorizes
             dst[j] = _round_bits(np.int64(src[j]), bits, stochastic, seed, i, c, f)
 
-    return round_mode_range
+    return _named(round_mode_range, f"round_range_{mode.name.lower()}")
 
 
-def _specialised_count_range(bits: ModeBits) -> Any:
+def _specialised_count_range(mode: RoundingMode, bits: ModeBits) -> Any:
     """round_count_range for one mode (see _specialised_range)."""
     stochastic = bool(bits.STOCHASTIC)
 
-    @njit(nogil=True, cache=True)
     def count_mode_range(src, dst, lo, hi, seed, c, f):
         return _round_count_loop(src, dst, lo, hi, bits, stochastic, seed, c, f)
 
-    return count_mode_range
+    return _named(count_mode_range, f"round_count_range_{mode.name.lower()}")
 
 
 SPECIALISED_RANGE: dict[RoundingMode, Any] = {
-    mode: _specialised_range(bits) for mode, bits in MODE_KERNELS.items()
+    mode: _specialised_range(mode, bits) for mode, bits in MODE_KERNELS.items()
 }
 SPECIALISED_COUNT_RANGE: dict[RoundingMode, Any] = {
-    mode: _specialised_count_range(bits) for mode, bits in MODE_KERNELS.items()
+    mode: _specialised_count_range(mode, bits) for mode, bits in MODE_KERNELS.items()
 }
 """``SPECIALISED_RANGE[mode](src, dst, lo, hi, seed, c, f)``: round_range for one mode (and
 ``SPECIALISED_COUNT_RANGE``: round_count_range for one mode). Arrays
