@@ -102,7 +102,7 @@ def sum_rows(
     Returns the accumulator values (float64, in ``acc``); an empty row sums to +0.
     """
     if _check_model(acc, order, ("sequential",), mode):
-        out, counts = _models.sum_rows(x, acc, rng)  # type: ignore[arg-type]
+        out, counts = _models.counted_sum_rows(x, acc, rng)  # type: ignore[arg-type]
         _record("sum", acc, out.size, counts)
         return out
     assert isinstance(acc, Format)

@@ -169,9 +169,14 @@ def kernel_args(model: Model, rng: object = None) -> tuple:
 
 
 def sum_rows(x: np.ndarray, model: Model, rng: object = None, seed_offset: int = 0
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """The model's sum of each row of the 2-D float64 array ``x`` (exact terms), float64, and
-    the kernel's (additions, swamped terms) counts."""
+             ) -> np.ndarray:
+    """The model's sum of each row of the 2-D float64 array ``x`` (exact terms), float64."""
+    return counted_sum_rows(x, model, rng, seed_offset)[0]
+
+
+def counted_sum_rows(x: np.ndarray, model: Model, rng: object = None, seed_offset: int = 0
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``sum_rows`` and the kernel's (additions, swamped terms) counts, for fpsim.monitor."""
     x = np.ascontiguousarray(x, dtype=np.float64)
     out = np.empty(x.shape[0], dtype=np.float64)
     args = kernel_args(model, rng)

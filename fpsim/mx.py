@@ -267,6 +267,14 @@ def _whole_block_amax(rows: np.ndarray) -> tuple[np.ndarray, float]:
     return amax, float(np.array(max(parts), np.int32).view(np.float32))
 
 
+def _two_level_amax(rows: np.ndarray, bf: BlockFormat) -> tuple[np.ndarray | None, float]:
+    """(every block's amax bits for rows of whole blocks, else None; the tensor scale) of
+    float32 rows of a two-level format: the one pass that finds the tensor amax."""
+    amax, top = (_whole_block_amax(rows) if _whole_blocks(rows.shape[1], bf)
+                 else (None, _tensor_amax(rows)))
+    return amax, tensor_scale_of(top, bf)
+
+
 def _run_blocks(rows: np.ndarray, out: np.ndarray | None, codes: np.ndarray | None,
                 scodes: np.ndarray | None, bf: BlockFormat, rule: str, mode: RoundingMode,
                 rng: object, rng_bits: int | None, counting: bool) -> tuple[np.ndarray, float]:
@@ -311,14 +319,13 @@ def _run_nvfp4_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat) -> None:
     r, n = rows.shape
     constants = (_nearest_constants(bf.element), _nearest_constants(E4M3FN))
     flat = (rows.reshape(-1), out.reshape(-1))
-    if _whole_blocks(n, bf):
-        amax, top = _whole_block_amax(rows)
-        _kernels.run(nvfp4_quantize_f32_whole, amax.size, (*flat, amax),
-                     (tensor_scale_of(top, bf), *constants), work=rows.size)
+    amax, ts = _two_level_amax(rows, bf)
+    if amax is not None:
+        _kernels.run(nvfp4_quantize_f32_whole, amax.size, (*flat, amax), (ts, *constants),
+                     work=rows.size)
     else:
         _kernels.run(nvfp4_quantize_f32, r * -(-n // bf.block), flat,
-                     (n, bf.block, tensor_scale_of(_tensor_amax(rows), bf), *constants),
-                     work=rows.size)
+                     (n, bf.block, ts, *constants), work=rows.size)
 
 
 def _whole_blocks(n: int, bf: BlockFormat) -> bool:
@@ -338,13 +345,12 @@ def _run_stochastic_f32(rows: np.ndarray, out: np.ndarray, bf: BlockFormat, rule
     flat = (rows.reshape(-1), out.reshape(-1))
     rb = RANDOM_BITS if rng_bits is None else rng_bits
     fe = format_constants(elem, f64, True, "saturate")
-    if bf.two_level and _whole_blocks(n, bf):
-        amax, top = _whole_block_amax(rows)
+    amax, ts = _two_level_amax(rows, bf) if bf.two_level else (None, 1.0)
+    if amax is not None:
         _kernels.run(nvfp4_stochastic_f32_whole, amax.size, (*flat, amax),
-                     (tensor_scale_of(top, bf), elem.max, _nearest_constants(E4M3FN), rb,
-                      _seed(rng), fe), work=rows.size)
+                     (ts, elem.max, _nearest_constants(E4M3FN), rb, _seed(rng), fe),
+                     work=rows.size)
         return
-    ts = tensor_scale_of(_tensor_amax(rows), bf) if bf.two_level else 1.0
     _kernels.run(
         mx_stochastic_f32, r * -(-n // bf.block), flat,
         (n, bf.block, bf.two_level, ts, SCALE_RULES.index(rule), elem.emax, elem.max,
@@ -482,9 +488,7 @@ def encode(
         p = nearest_even_f32_constants(elem, True, "saturate", finite_input=True)
     if _fused_nvfp4(arr, bf, rule, mode, False) and rows.size:
         flat = (rows.reshape(-1), codes.reshape(-1), scodes.reshape(-1))
-        whole = _whole_blocks(n, bf)
-        amax, top = _whole_block_amax(rows) if whole else (None, _tensor_amax(rows))
-        ts = tensor_scale_of(top, bf)
+        amax, ts = _two_level_amax(rows, bf)
         after = (ts, _nearest_constants(elem), _nearest_constants(E4M3FN),
                  (elem.mantissa_bits, elem.bias, elem.emin, 1 << (elem.bits - 1),
                   E4M3FN.mantissa_bits, E4M3FN.bias, E4M3FN.emin, E4M3FN.max_code + 1))
